@@ -1,0 +1,118 @@
+"""Load the catalogs from their TOML data files, explicitly (never at import time)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from fleet.errors import InputError
+from fleet.catalog.schema import (
+    Accelerator,
+    AcceleratorFile,
+    Model,
+    ModelFile,
+    System,
+    SystemFile,
+)
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+T = TypeVar("T")
+
+
+class CatalogError(InputError):
+    """A catalog file that does not decode, or entries that contradict each other."""
+
+
+class UnknownIdError(InputError):
+    """An id that is not in the catalog; the message lists what is."""
+
+    def __init__(self, kind: str, value: str, known: list[str]) -> None:
+        super().__init__(f"unknown {kind} {value!r}; known: {', '.join(known)}")
+        self.kind = kind
+        self.value = value
+        self.known = known
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """All catalog entries, by id, in file order."""
+
+    accelerators: dict[str, Accelerator]
+    systems: dict[str, System]
+    models: dict[str, Model]
+
+    def accelerator(self, accelerator_id: str) -> Accelerator:
+        return _get(self.accelerators, "accelerator", accelerator_id)
+
+    def system(self, system_id: str) -> System:
+        return _get(self.systems, "system", system_id)
+
+    def model(self, model_id: str) -> Model:
+        return _get(self.models, "model", model_id)
+
+    def default_system(self, accelerator_id: str) -> System:
+        """The first system in the catalog built from ``accelerator_id``."""
+        self.accelerator(accelerator_id)
+        for system in self.systems.values():
+            if system.accelerator == accelerator_id:
+                return system
+        raise CatalogError(f"no system in the catalog is built from accelerator {accelerator_id!r}")
+
+
+def _get(table: dict[str, T], kind: str, key: str) -> T:
+    try:
+        return table[key]
+    except KeyError:
+        raise UnknownIdError(kind, key, list(table)) from None
+
+
+def _decode(path: Path, kind: type[T]) -> T:
+    try:
+        return msgspec.toml.decode(path.read_bytes(), type=kind)
+    except msgspec.ValidationError as err:
+        raise CatalogError(f"{path.name}: {err}") from None
+    except msgspec.DecodeError as err:
+        raise CatalogError(f"{path.name}: not valid TOML: {err}") from None
+
+
+def _by_id(entries: tuple[T, ...], file: str) -> dict[str, T]:
+    out: dict[str, T] = {}
+    for i, entry in enumerate(entries):
+        key = entry.id  # type: ignore[attr-defined]
+        if key in out:
+            raise CatalogError(f"{file}: duplicate id {key!r} at $[{i}]")
+        out[key] = entry
+    return out
+
+
+def load_catalog(data_dir: Path | None = None) -> Catalog:
+    """Decode accelerators.toml, systems.toml and models.toml and check cross-references."""
+    root = data_dir or DATA_DIR
+    accelerators = _by_id(
+        _decode(root / "accelerators.toml", AcceleratorFile).accelerators, "accelerators.toml"
+    )
+    systems = _by_id(_decode(root / "systems.toml", SystemFile).systems, "systems.toml")
+    models = _by_id(_decode(root / "models.toml", ModelFile).models, "models.toml")
+    for i, system in enumerate(systems.values()):
+        if system.accelerator not in accelerators:
+            raise CatalogError(
+                f"systems.toml: $.systems[{i}].accelerator: unknown accelerator "
+                f"{system.accelerator!r}"
+            )
+        if system.scale_up_domain_devices < system.devices_per_system and (
+            system.devices_per_system % system.scale_up_domain_devices
+        ):
+            raise CatalogError(
+                f"systems.toml: $.systems[{i}]: scale_up_domain_devices must divide "
+                "devices_per_system"
+            )
+    for i, model in enumerate(models.values()):
+        if (model.attention == "mla") != (model.mla is not None):
+            raise CatalogError(
+                f"models.toml: $.models[{i}].mla: required exactly when attention = 'mla'"
+            )
+    return Catalog(accelerators=accelerators, systems=systems, models=models)

@@ -1,0 +1,118 @@
+"""Column types of the performance model: a batch of configurations in, a batch of estimates out.
+
+Every field is a 1-D numpy array of the same length (one entry per configuration), so the model
+evaluates millions of configurations in one vectorized pass. Ids are resolved to integer indices
+into the catalog's entries (in catalog order) once, at the edge, by ``fleet.perf.configs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import IntEnum
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class Bound(IntEnum):
+    """Which term of the decode step binds."""
+
+    COMPUTE = 0
+    MEMORY = 1
+    COMMUNICATION = 2
+    OVERHEAD = 3
+
+
+class Problem(IntEnum):
+    """Why a configuration has no estimate; OK when it has one (it may still not fit)."""
+
+    OK = 0
+    BAD_LAYOUT = 1
+    """tp does not divide the heads, ep does not divide the experts, and the like."""
+    OVER_SCALE_UP = 2
+    """tp x ep (x dp for attention data parallel) exceeds the system's scale-up domain."""
+    PRECISION_UNSUPPORTED = 3
+    """The accelerator runs this precision neither natively nor weight-only."""
+    DOES_NOT_FIT = 4
+    """Weights, KV cache and workspace exceed the usable memory per device."""
+
+
+@dataclass(frozen=True, slots=True)
+class Configs:
+    """One row per configuration. ``batch`` counts concurrent requests of the whole replica."""
+
+    model: IntArray
+    system: IntArray
+    tp: IntArray
+    pp: IntArray
+    dp: IntArray
+    """Data-parallel attention ranks inside the replica (devices = tp x dp x pp)."""
+    ep: IntArray
+    """Expert-parallel degree of each MoE layer (1 = experts tensor-parallel with tp)."""
+    weight_precision: IntArray
+    """Index into ``fleet.catalog.PRECISIONS``."""
+    kv_precision: IntArray
+    batch: IntArray
+    isl: IntArray
+    osl: IntArray
+    spec_draft_tokens: IntArray
+    """Speculative decoding draft length k; 0 = off."""
+    spec_acceptance: FloatArray
+    """Per-token acceptance probability a of the draft (ignored when k = 0)."""
+
+    def __len__(self) -> int:
+        return int(self.model.shape[0])
+
+    def take(self, index: IntArray | BoolArray) -> Configs:
+        """The rows selected by ``index`` (integer positions or a boolean mask)."""
+        return Configs(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """What one configuration does. SI units: bytes, seconds, tokens per second."""
+
+    problem: IntArray
+    """``Problem`` code per row."""
+    fits: BoolArray
+    devices_per_replica: IntArray
+    systems_per_replica: IntArray
+    weight_bytes_per_device: FloatArray
+    kv_bytes_per_device: FloatArray
+    workspace_bytes_per_device: FloatArray
+    memory_bytes_per_device: FloatArray
+    usable_bytes_per_device: FloatArray
+    max_batch: IntArray
+    """Largest concurrent-request count that fits for this layout and sequence length."""
+    step_compute_s: FloatArray
+    step_memory_s: FloatArray
+    step_comm_s: FloatArray
+    step_overhead_s: FloatArray
+    step_s: FloatArray
+    """One decode step of the replica (all terms combined)."""
+    bound: IntArray
+    """``Bound`` code of the dominant term."""
+    tokens_per_step: FloatArray
+    """Accepted tokens per stream per step (1 without speculative decoding)."""
+    tpot_s: FloatArray
+    """Time per output token seen by a user in steady aggregated serving (incl. prefill
+    interference)."""
+    tokens_per_s_per_user: FloatArray
+    tokens_per_s_per_replica: FloatArray
+    tokens_per_s_per_device: FloatArray
+    prefill_s: FloatArray
+    """Prefill of one request of ``isl`` tokens alone on the replica."""
+    ttft_floor_s: FloatArray
+    """Time to first token with no queueing: prefill + one decode step."""
+    request_s: FloatArray
+    """Time a request holds a batch slot: TTFT floor + (osl - 1) x TPOT."""
+
+    def __len__(self) -> int:
+        return int(self.problem.shape[0])
+
+    def take(self, index: IntArray | BoolArray) -> Estimate:
+        return Estimate(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
