@@ -61,6 +61,8 @@ class Demand:
     tokens_per_s: FloatArray
     """(combos, tiers, periods): output tokens/s demanded of each tier when the combo is
     chosen (0 where the tier is not sold)."""
+    reference_combo: IntArray
+    """(families,): the combo at the scenario's reference prices (baselines start from it)."""
     window_periods: IntArray
     """(tiers,): 1 = demand must be served in its own period; w > 1 = demand of each block of w
     consecutive periods may be served anywhere inside the block (a batch completion window)."""
