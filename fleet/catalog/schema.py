@@ -31,7 +31,7 @@ class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Base of every catalog type: immutable, unknown fields rejected."""
 
 
-class PeakTflops(Frozen):
+class PeakTflops(Frozen, kw_only=True):
     """Dense (no sparsity) peak tensor throughput per precision, TFLOP/s; absent = not offered."""
 
     bf16: PositiveFloat
@@ -43,7 +43,7 @@ class PeakTflops(Frozen):
         return getattr(self, precision)
 
 
-class Efficiency(Frozen):
+class Efficiency(Frozen, kw_only=True):
     """Achievable fractions of the datasheet figures and fixed per-step costs.
 
     Fitted on measurements (see docs/calibration.md) where they exist; otherwise the shared
@@ -56,7 +56,7 @@ class Efficiency(Frozen):
     link_bandwidth_fraction: Fraction = 0.7
 
 
-class Accelerator(Frozen):
+class Accelerator(Frozen, kw_only=True):
     id: Id
     name: str
     vendor: str
@@ -93,7 +93,7 @@ class Accelerator(Frozen):
         return precision in self.native_precisions or precision in self.weight_only_precisions
 
 
-class System(Frozen):
+class System(Frozen, kw_only=True):
     """The unit a pool counts: a node, a rack, a slice, a wafer-scale system."""
 
     id: Id
@@ -111,9 +111,10 @@ class System(Frozen):
 
 
 AttentionKind = Literal["gqa", "mla"]
+EmbeddingsCounted = Literal["input_and_output", "output_only", "none"]
 
 
-class Mla(Frozen):
+class Mla(Frozen, kw_only=True):
     """Multi-head latent attention ranks (DeepSeek-V3 family)."""
 
     kv_lora_rank: PositiveInt
@@ -123,7 +124,7 @@ class Mla(Frozen):
     v_head_dim: PositiveInt
 
 
-class Moe(Frozen):
+class Moe(Frozen, kw_only=True):
     num_experts: PositiveInt
     experts_per_token: PositiveInt
     num_shared_experts: NonNegativeInt = 0
@@ -136,7 +137,7 @@ class Moe(Frozen):
     """Every n-th layer is MoE, the others dense (Llama-4 ``interleave_moe_layer_step``)."""
 
 
-class Model(Frozen):
+class Model(Frozen, kw_only=True):
     id: Id
     name: str
     hf_repo: str
@@ -159,19 +160,21 @@ class Model(Frozen):
     """Precision of the released weights."""
     published_total_params_b: PositiveFloat
     published_active_params_b: PositiveFloat
+    published_active_embeddings: EmbeddingsCounted = "input_and_output"
+    """Which embedding tables the publisher's active figure counts (conventions differ)."""
     quality: Annotated[float, Meta(ge=0, le=100)]
     """Relative capability score used when a distilled variant serves a tier."""
     sources: dict[str, str]
 
 
-class AcceleratorFile(Frozen):
+class AcceleratorFile(Frozen, kw_only=True):
     accelerators: tuple[Accelerator, ...]
 
 
-class SystemFile(Frozen):
+class SystemFile(Frozen, kw_only=True):
     systems: tuple[System, ...]
 
 
-class ModelFile(Frozen):
+class ModelFile(Frozen, kw_only=True):
     models: tuple[Model, ...]
 
