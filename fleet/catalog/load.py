@@ -8,7 +8,6 @@ from typing import TypeVar
 
 import msgspec
 
-from fleet.errors import InputError
 from fleet.catalog.schema import (
     Accelerator,
     AcceleratorFile,
@@ -17,6 +16,7 @@ from fleet.catalog.schema import (
     System,
     SystemFile,
 )
+from fleet.errors import InputError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-import msgspec
 from msgspec import Meta, Struct
 
 Id = Annotated[str, Meta(pattern=r"^[a-z0-9][a-z0-9.\-]*$", max_length=64)]
@@ -122,6 +121,10 @@ class Mla(Frozen, kw_only=True):
     qk_rope_head_dim: PositiveInt
     qk_nope_head_dim: PositiveInt
     v_head_dim: PositiveInt
+    index_n_heads: NonNegativeInt = 0
+    """DeepSeek Sparse Attention indexer heads (GLM-5); 0 = no indexer."""
+    index_head_dim: NonNegativeInt = 0
+    """Indexer key width; the indexer caches one such key per token and layer."""
 
 
 class Moe(Frozen, kw_only=True):
