@@ -1,0 +1,229 @@
+"""Scenario schema: what a planning run is asked. The TOML file and the REST body are these types.
+
+A scenario names a fleet (pools of catalog systems), the model families sold (a flagship model and
+optional serving variants such as a distilled model), the tiers (SLOs and price-multiplier menus),
+demand per family over the horizon with its choice-model parameters, and expectations that
+``farebox check`` evaluates against the resulting plan.
+
+Everything here is structure and constraints one field can check on its own (``Meta``); the checks
+that span fields (duplicate ids, references between sections, horizon lengths) and the catalog
+references live in ``planner.scenario_check``, which also turns msgspec's errors into one-line
+``InputError`` messages that name the field path (``$.fleet.pools[2].count: must be >= 0``).
+
+Units: rates per second, times in hours where the business thinks in hours (outages, windows),
+TTFT in milliseconds as SLOs are written, prices in USD per million tokens as price cards are
+written. ``planner.build`` converts to SI.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta, Struct
+
+from fleet.catalog.schema import Id
+
+MAX_HOURS = 1344
+"""Eight weeks of hourly periods: the longest horizon a scenario may plan."""
+HOURS_PER_WEEK = 168
+FLAGSHIP = "flagship"
+"""In a tier's ``variants``: each family's flagship model, whatever its id."""
+OUTSIDE = "outside"
+"""In ``reference_shares``: the outside option (customers who buy no tier)."""
+
+PositiveFloat = Annotated[float, Meta(gt=0)]
+NonNegativeFloat = Annotated[float, Meta(ge=0)]
+PositiveInt = Annotated[int, Meta(gt=0)]
+NonNegativeInt = Annotated[int, Meta(ge=0)]
+UnitFraction = Annotated[float, Meta(ge=0, le=1)]
+Percentile = Annotated[float, Meta(gt=0, lt=100)]
+Quality = Annotated[float, Meta(ge=0, le=100)]
+Name = Annotated[str, Meta(min_length=1, max_length=200)]
+HourlyRates = Annotated[tuple[NonNegativeFloat, ...], Meta(min_length=1, max_length=MAX_HOURS)]
+
+Method = Literal["decompose", "highs", "scip", "cpsat"]
+PeriodHours = Literal[1, 2, 3, 4, 6, 8, 12, 24]
+
+
+class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Base of every scenario type: immutable, unknown fields rejected."""
+
+
+class ScenarioMeta(Frozen, kw_only=True):
+    name: Name
+    description: str = ""
+
+
+class Options(Frozen, kw_only=True):
+    time_limit_s: PositiveFloat = 60.0
+    gap_target: Annotated[float, Meta(ge=0, le=1)] = 1e-3
+    """Relative gap (bound - plan) / bound at which the solver stops."""
+    method: Method = "decompose"
+    """"decompose" = price branching over per-hour LPs; "highs" / "scip" / "cpsat" = one MILP."""
+    period_hours: PeriodHours = 1
+    """Length of a planning period; hourly demand is averaged into periods."""
+    reconfiguration_limit: UnitFraction | None = None
+    """Max fraction of a pool's systems that may change role between consecutive periods."""
+    allow_unserved_tiers: bool = False
+    """When False, a tier that no candidate can serve makes the scenario infeasible (with the
+    reason) instead of being planned as unserved."""
+
+
+class Outage(Frozen, kw_only=True):
+    """Hours [start_hour, end_hour) during which only ``fraction_available`` of a pool runs."""
+
+    start_hour: NonNegativeInt
+    end_hour: PositiveInt
+    fraction_available: UnitFraction = 0.0
+
+
+class Pool(Frozen, kw_only=True):
+    id: Id
+    region: Name
+    system: Id
+    """A system id of the catalog (``fleet/data/systems.toml``)."""
+    count: NonNegativeInt
+    """Systems in the pool."""
+    usd_per_hour: PositiveFloat | None = None
+    """Running cost per system-hour; default: the catalog system's price (or its devices x the
+    accelerator's)."""
+    availability: tuple[UnitFraction, ...] | None = None
+    """Fraction of the pool usable per hour: one value per hour of the horizon, or 168 values
+    repeated every week."""
+    outages: tuple[Outage, ...] = ()
+
+
+class Fleet(Frozen, kw_only=True):
+    pools: Annotated[tuple[Pool, ...], Meta(min_length=1)]
+
+
+class Variant(Frozen, kw_only=True):
+    """A model that may serve a family's tiers besides its flagship (e.g. a distilled model)."""
+
+    model: Id
+    """A model id of the catalog; also the variant's name in tiers and plans."""
+    quality: Quality | None = None
+    """Capability score on the catalog's 0-100 scale; default: the catalog model's ``quality``."""
+
+
+class Family(Frozen, kw_only=True):
+    """A product line sold under one name, priced from one base price card."""
+
+    id: Id
+    flagship: Id
+    """The catalog model customers think they buy."""
+    flagship_quality: Quality | None = None
+    """Default: the catalog model's ``quality``."""
+    variants: tuple[Variant, ...] = ()
+    usd_per_m_input_tokens: NonNegativeFloat
+    usd_per_m_output_tokens: PositiveFloat
+
+
+class Tier(Frozen, kw_only=True):
+    """A service level: SLOs, a menu of price multipliers, and which variants may serve it."""
+
+    id: Id
+    min_tokens_per_s_per_user: PositiveFloat | None = None
+    """Floor on streaming speed per request (output tokens/s); None = no floor."""
+    tokens_per_s_percentile: Percentile = 50.0
+    max_ttft_ms: PositiveFloat | None = None
+    """Ceiling on time to first token, queueing included; None = no TTFT SLO."""
+    ttft_percentile: Percentile = 99.0
+    completion_window_hours: PositiveInt | None = None
+    """Batch tiers: each request completes within this many hours, so demand of a window may be
+    served anywhere inside it. None = served in the hour it arrives."""
+    multipliers: Annotated[tuple[PositiveFloat, ...], Meta(min_length=1, max_length=64)]
+    """The price menu: multipliers of the family's base price the planner may choose."""
+    reference_multiplier: PositiveFloat
+    """The multiplier at which the choice model's reference shares hold; must be on the menu."""
+    variants: tuple[Annotated[str, Meta(min_length=1, max_length=64)], ...] | None = None
+    """Model ids (or "flagship") that may serve this tier; None = every variant of a family."""
+    unserved_penalty_usd_per_m_output_tokens: NonNegativeFloat = 0.0
+    """Cost of each demanded output token left unserved, beyond the lost revenue."""
+
+
+class CompactDemand(Frozen, kw_only=True):
+    """requests/s in hour h of day d of week w = level x daily_profile[h] x weekly_profile[d]."""
+
+    level_requests_per_s: NonNegativeFloat
+    daily_profile: Annotated[tuple[NonNegativeFloat, ...], Meta(min_length=24, max_length=24)]
+    weekly_profile: Annotated[tuple[NonNegativeFloat, ...], Meta(min_length=7, max_length=7)] = (
+        1.0,
+    ) * 7
+    weeks: Annotated[int, Meta(ge=1, le=MAX_HOURS // HOURS_PER_WEEK)] = 1
+
+
+class ChoiceModel(Frozen, kw_only=True):
+    """Multinomial-logit choice among a family's tiers and the outside option (docs/demand.md)."""
+
+    reference_shares: dict[str, UnitFraction]
+    """Share of the market per tier id plus "outside", at reference multipliers served by the
+    reference variant; sums to 1. A tier absent here is not sold for this family."""
+    price_sensitivity: NonNegativeFloat
+    """beta_price: utility lost per unit of ln(multiplier)."""
+    speed_weight: NonNegativeFloat = 0.0
+    """beta_speed: utility gained per unit of ln(tokens/s per user) relative to the tier's floor."""
+    quality_weight: NonNegativeFloat = 0.0
+    """beta_quality: utility per quality point of the serving variant relative to the flagship."""
+
+
+class FamilyDemand(Frozen, kw_only=True):
+    family: Id
+    requests_per_s: HourlyRates | None = None
+    """Explicit hourly requests/s over the horizon, all tiers together, at reference prices."""
+    compact: CompactDemand | None = None
+    """The same, as level x daily x weekly profiles; exactly one of the two forms."""
+    mean_input_tokens: PositiveFloat
+    mean_output_tokens: PositiveFloat
+    prefix_cache_hit_rate: Annotated[float, Meta(ge=0, lt=1)] = 0.0
+    """Fraction of input tokens served from the prefix cache: they need no prefill compute
+    (still billed at the input price)."""
+    choice: ChoiceModel
+
+
+Metric = Literal[
+    "revenue_usd",
+    "cost_usd",
+    "margin_usd",
+    "margin_fraction",
+    "gap",
+    "status",
+    "tier_served",
+    "price_multiplier",
+    "pool_utilization",
+    "served_fraction",
+    "variant_share",
+    "reason",
+]
+
+
+class Expectation(Frozen, kw_only=True):
+    """One claim about the plan, checked by ``farebox check``.
+
+    Selectors narrow the metric (``family``, ``tier``, ``pool``, ``variant``); which ones each
+    metric takes is in ``planner.scenario_check.METRIC_SELECTORS``. Numeric metrics take
+    ``min``/``max``; ``status`` takes ``equals`` (a status string); ``tier_served`` takes
+    ``equals`` (a bool); ``reason`` takes ``contains``.
+    """
+
+    metric: Metric
+    family: Id | None = None
+    tier: Id | None = None
+    pool: Id | None = None
+    variant: Id | None = None
+    min: float | None = None
+    max: float | None = None
+    equals: str | bool | None = None
+    contains: str | None = None
+    note: str = ""
+    """Why the expectation holds, for the reader of a failing check."""
+
+
+class Scenario(Frozen, kw_only=True):
+    meta: ScenarioMeta
+    options: Options = Options()
+    fleet: Fleet
+    families: Annotated[tuple[Family, ...], Meta(min_length=1)]
+    tiers: Annotated[tuple[Tier, ...], Meta(min_length=1)]
+    demand: Annotated[tuple[FamilyDemand, ...], Meta(min_length=1)]
+    expect: tuple[Expectation, ...] = ()
