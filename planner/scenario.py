@@ -39,7 +39,7 @@ UnitFraction = Annotated[float, Meta(ge=0, le=1)]
 Percentile = Annotated[float, Meta(gt=0, lt=100)]
 Quality = Annotated[float, Meta(ge=0, le=100)]
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
-HourlyRates = Annotated[tuple[NonNegativeFloat, ...], Meta(min_length=1, max_length=MAX_HOURS)]
+HourlyRates = Annotated[tuple[NonNegativeFloat, ...], Meta(min_length=1)]
 
 Method = Literal["decompose", "highs", "scip", "cpsat"]
 PeriodHours = Literal[1, 2, 3, 4, 6, 8, 12, 24]
@@ -104,6 +104,10 @@ class Variant(Frozen, kw_only=True):
     """A model id of the catalog; also the variant's name in tiers and plans."""
     quality: Quality | None = None
     """Capability score on the catalog's 0-100 scale; default: the catalog model's ``quality``."""
+    min_tokens_per_s_per_user: PositiveFloat | None = None
+    """Streaming speed this variant promises on tiers that have a speed floor (e.g. 1000 for an
+    SRAM-resident model): its candidates must reach max(tier floor, this), and the choice model
+    credits the extra speed (docs/demand.md)."""
 
 
 class Family(Frozen, kw_only=True):
@@ -150,7 +154,7 @@ class CompactDemand(Frozen, kw_only=True):
     weekly_profile: Annotated[tuple[NonNegativeFloat, ...], Meta(min_length=7, max_length=7)] = (
         1.0,
     ) * 7
-    weeks: Annotated[int, Meta(ge=1, le=MAX_HOURS // HOURS_PER_WEEK)] = 1
+    weeks: PositiveInt = 1
 
 
 class ChoiceModel(Frozen, kw_only=True):
@@ -179,6 +183,13 @@ class FamilyDemand(Frozen, kw_only=True):
     """Fraction of input tokens served from the prefix cache: they need no prefill compute
     (still billed at the input price)."""
     choice: ChoiceModel
+
+    @property
+    def hours(self) -> int:
+        """Length of the forecast in hours (the horizon)."""
+        if self.requests_per_s is not None:
+            return len(self.requests_per_s)
+        return self.compact.weeks * HOURS_PER_WEEK if self.compact is not None else 0
 
 
 Metric = Literal[
