@@ -110,6 +110,11 @@ class Estimate:
     """Time to first token with no queueing: prefill + one decode step."""
     request_s: FloatArray
     """Time a request holds a batch slot: TTFT floor + (osl - 1) x TPOT."""
+    step_draft_s: FloatArray
+    """Speculative-decoding draft cost inside ``step_s`` (0 without speculation)."""
+    aggregated_step_s: FloatArray
+    """One replica step in steady aggregated serving: the decode step plus the fused prefills of
+    replacement requests (``tpot_s`` x ``tokens_per_step``)."""
 
     def __len__(self) -> int:
         return int(self.problem.shape[0])

@@ -1,0 +1,254 @@
+"""Catalog numbers gathered into numpy arrays, indexed like ``Configs`` indices.
+
+``build_arrays(catalog)`` runs once per loaded ``Catalog`` and is passed explicitly to
+``estimate`` (no module-level cache). Model rows follow ``catalog.models`` order, accelerator rows
+``catalog.accelerators`` order, system rows ``catalog.systems`` order; precision columns follow
+``fleet.catalog.PRECISIONS``. Everything is SI: bytes, bytes/s, FLOP/s, seconds.
+
+Weight bytes are counted by component (``fleet.catalog.params.param_breakdown``) because the
+components shard differently (DESIGN.md; docs/performance-model.md):
+- ``replicated_params``: attention, dense FFNs, shared experts and routers — split by tp,
+  replicated over the dp attention ranks;
+- ``expert_params``: routed experts — split over all tp x dp devices of a pipeline stage;
+- embedding and LM head — kept in BF16, split by tp, on the first / last stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleet.catalog import PRECISIONS, Catalog
+from fleet.catalog.params import (
+    attention_params_per_layer,
+    kv_elements_per_token_per_layer,
+    moe_layer_count,
+    param_breakdown,
+)
+from fleet.perf.types import FloatArray, IntArray
+
+BoolMatrix = np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class ModelArrays:
+    """One entry per catalog model."""
+
+    ids: tuple[str, ...]
+    num_layers: IntArray
+    moe_layers: IntArray
+    hidden_size: FloatArray
+    num_heads: IntArray
+    num_kv_heads: IntArray
+    is_mla: FloatArray
+    """1.0 for multi-head latent attention (KV latent replicated across tp ranks)."""
+    replicated_params: FloatArray
+    """Attention + dense FFN + shared experts + router, all layers (split by tp only)."""
+    expert_params: FloatArray
+    """All routed experts, all layers (split over tp x dp)."""
+    active_expert_fraction: FloatArray
+    """experts_per_token / num_experts (0 for dense models)."""
+    num_experts: IntArray
+    """Routed experts per MoE layer (0 for dense models)."""
+    experts_per_token: FloatArray
+    vocab_size: FloatArray
+    embedding_params: FloatArray
+    lm_head_params: FloatArray
+    """LM head params; equals the embedding when tied (the table is read as the head)."""
+    tied_embeddings: FloatArray
+    kv_elements_per_token_layer: FloatArray
+    sliding_window: FloatArray
+    """Window in tokens (inf when none)."""
+    sliding_layers: FloatArray
+    attention_flops_per_token_ctx_layer: FloatArray
+    """FLOPs of score and value products per query token, context token and layer (all heads)."""
+    attention_params_per_layer: FloatArray
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorArrays:
+    """One entry per catalog accelerator; (n, 4) matrices have one column per precision."""
+
+    ids: tuple[str, ...]
+    memory_bytes: FloatArray
+    is_sram: FloatArray
+    memory_bandwidth_bytes_per_s: FloatArray
+    peak_flops: FloatArray
+    """(n, 4) dense peak FLOP/s per precision; 0 where not offered."""
+    native: BoolMatrix
+    """(n, 4) tensor cores run this precision."""
+    weight_only: BoolMatrix
+    """(n, 4) weights stored at this width, math at BF16."""
+    scale_up_bytes_per_s: FloatArray
+    scale_up_latency_s: FloatArray
+    bandwidth_fraction: FloatArray
+    flops_fraction: FloatArray
+    step_overhead_s: FloatArray
+    link_fraction: FloatArray
+
+
+@dataclass(frozen=True, slots=True)
+class SystemArrays:
+    """One entry per catalog system."""
+
+    ids: tuple[str, ...]
+    accelerator: IntArray
+    devices_per_system: IntArray
+    scale_up_domain: IntArray
+    scale_out_bytes_per_s: FloatArray
+    scale_out_latency_s: FloatArray
+    usd_per_hour: FloatArray
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogArrays:
+    models: ModelArrays
+    accelerators: AcceleratorArrays
+    systems: SystemArrays
+
+    def with_efficiency(
+        self,
+        accelerator_ids: tuple[str, ...],
+        *,
+        bandwidth_fraction: float,
+        flops_fraction: float,
+        step_overhead_s: float,
+        link_fraction: float,
+    ) -> CatalogArrays:
+        """A copy with the efficiency factors of ``accelerator_ids`` replaced (calibration)."""
+        acc = self.accelerators
+        rows = np.array([acc.ids.index(a) for a in accelerator_ids], dtype=np.int64)
+        new = {}
+        for name, value in (
+            ("bandwidth_fraction", bandwidth_fraction),
+            ("flops_fraction", flops_fraction),
+            ("step_overhead_s", step_overhead_s),
+            ("link_fraction", link_fraction),
+        ):
+            column = getattr(acc, name).copy()
+            column[rows] = value
+            new[name] = column
+        return dataclasses.replace(self, accelerators=dataclasses.replace(acc, **new))
+
+
+def build_arrays(catalog: Catalog) -> CatalogArrays:
+    """Gather per-model, per-accelerator and per-system numbers once per catalog."""
+    return CatalogArrays(
+        models=_model_arrays(catalog),
+        accelerators=_accelerator_arrays(catalog),
+        systems=_system_arrays(catalog),
+    )
+
+
+def _model_arrays(catalog: Catalog) -> ModelArrays:
+    rows: dict[str, list[float]] = {f.name: [] for f in dataclasses.fields(ModelArrays)}
+    for model in catalog.models.values():
+        b = param_breakdown(model)
+        moe = model.moe
+        mla = model.mla
+        if mla is None:
+            # q.k over head_dim and p.v over head_dim, 2 FLOPs per multiply-add.
+            attn_flops = 2.0 * model.num_attention_heads * (2 * model.head_dim)
+        else:
+            # Absorbed MLA decode: scores over (latent + rope), values over the latent.
+            attn_flops = (
+                2.0 * model.num_attention_heads * (2 * mla.kv_lora_rank + mla.qk_rope_head_dim)
+            )
+        row = {
+            "num_layers": model.num_layers,
+            "moe_layers": moe_layer_count(model),
+            "hidden_size": model.hidden_size,
+            "num_heads": model.num_attention_heads,
+            "num_kv_heads": model.num_kv_heads,
+            "is_mla": 1.0 if mla is not None else 0.0,
+            "replicated_params": b.attention + b.dense_ffn + b.shared_experts + b.router,
+            "expert_params": b.routed_experts,
+            "active_expert_fraction": (
+                moe.experts_per_token / moe.num_experts if moe is not None else 0.0
+            ),
+            "num_experts": moe.num_experts if moe is not None else 0,
+            "experts_per_token": moe.experts_per_token if moe is not None else 0,
+            "vocab_size": model.vocab_size,
+            "embedding_params": b.embedding,
+            "lm_head_params": b.lm_head if b.lm_head else b.embedding,
+            "tied_embeddings": 1.0 if model.tie_word_embeddings else 0.0,
+            "kv_elements_per_token_layer": kv_elements_per_token_per_layer(model),
+            "sliding_window": (
+                float(model.sliding_window)
+                if model.sliding_window is not None and model.sliding_window_layers
+                else np.inf
+            ),
+            "sliding_layers": model.sliding_window_layers,
+            "attention_flops_per_token_ctx_layer": attn_flops,
+            "attention_params_per_layer": attention_params_per_layer(model),
+        }
+        for key, value in row.items():
+            rows[key].append(value)
+    ints = {"num_layers", "moe_layers", "num_heads", "num_kv_heads", "num_experts"}
+    return ModelArrays(
+        ids=tuple(catalog.models),
+        **{
+            k: np.asarray(v, dtype=np.int64 if k in ints else np.float64)
+            for k, v in rows.items()
+            if k != "ids"
+        },
+    )
+
+
+def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
+    accs = list(catalog.accelerators.values())
+    n = len(accs)
+    peak = np.zeros((n, len(PRECISIONS)))
+    native = np.zeros((n, len(PRECISIONS)), dtype=bool)
+    weight_only = np.zeros((n, len(PRECISIONS)), dtype=bool)
+    for i, acc in enumerate(accs):
+        for j, p in enumerate(PRECISIONS):
+            tflops = acc.peak_tflops.get(p)
+            peak[i, j] = 0.0 if tflops is None else tflops * 1e12
+            native[i, j] = p in acc.native_precisions
+            weight_only[i, j] = p in acc.weight_only_precisions and p not in acc.native_precisions
+
+    def col(get: object) -> FloatArray:
+        return np.asarray([get(a) for a in accs], dtype=np.float64)  # type: ignore[operator]
+
+    return AcceleratorArrays(
+        ids=tuple(catalog.accelerators),
+        memory_bytes=col(lambda a: a.memory_bytes),
+        is_sram=col(lambda a: 1.0 if a.memory_kind == "sram" else 0.0),
+        memory_bandwidth_bytes_per_s=col(lambda a: a.memory_bandwidth_bytes_per_s),
+        peak_flops=peak,
+        native=native,
+        weight_only=weight_only,
+        scale_up_bytes_per_s=col(lambda a: a.scale_up_bandwidth_bytes_per_s),
+        scale_up_latency_s=col(lambda a: a.scale_up_latency_us * 1e-6),
+        bandwidth_fraction=col(lambda a: a.efficiency.bandwidth_fraction),
+        flops_fraction=col(lambda a: a.efficiency.flops_fraction),
+        step_overhead_s=col(lambda a: a.efficiency.step_overhead_us * 1e-6),
+        link_fraction=col(lambda a: a.efficiency.link_bandwidth_fraction),
+    )
+
+
+def _system_arrays(catalog: Catalog) -> SystemArrays:
+    systems = list(catalog.systems.values())
+    acc_index = {a: i for i, a in enumerate(catalog.accelerators)}
+    usd = []
+    for s in systems:
+        if s.usd_per_hour is not None:
+            usd.append(s.usd_per_hour)
+        else:
+            usd.append(s.devices_per_system * catalog.accelerators[s.accelerator].usd_per_hour)
+    return SystemArrays(
+        ids=tuple(catalog.systems),
+        accelerator=np.asarray([acc_index[s.accelerator] for s in systems], dtype=np.int64),
+        devices_per_system=np.asarray([s.devices_per_system for s in systems], dtype=np.int64),
+        scale_up_domain=np.asarray([s.scale_up_domain_devices for s in systems], dtype=np.int64),
+        scale_out_bytes_per_s=np.asarray(
+            [s.scale_out_bandwidth_gb_per_s * 1e9 for s in systems], dtype=np.float64
+        ),
+        scale_out_latency_s=np.asarray(
+            [s.scale_out_latency_us * 1e-6 for s in systems], dtype=np.float64
+        ),
+        usd_per_hour=np.asarray(usd, dtype=np.float64),
+    )

@@ -1,0 +1,197 @@
+"""Candidate grids for the planner: valid layouts of one model on one system, crossed with batch
+sizes, precisions and speculative-decoding options, evaluated in one vectorized pass.
+
+Usage (the planner's loop, per (model, system)):
+
+    arrays = build_arrays(catalog)                      # once per catalog
+    configs, est = evaluate_grid(
+        catalog, arrays, "deepseek-r1", "hgx-h200-8",
+        batches=(1, 4, 16, 64, 256), precisions=("fp8", "fp4"),
+        isl=2048, osl=512, spec=((0, 0.0), (3, 0.7)),
+    )
+    ok = est.fits                                        # drop rows that do not fit
+    est.tokens_per_s_per_user, est.tokens_per_s_per_replica, est.request_s,
+    est.ttft_floor_s, est.devices_per_replica, est.systems_per_replica   # per row
+
+``layouts(catalog, model_id, system_id)`` lists the layouts alone; ``grid_configs`` builds the
+``Configs`` without evaluating them. Rows whose layout or precision is invalid on the system
+(``Problem`` BAD_LAYOUT, OVER_SCALE_UP, PRECISION_UNSUPPORTED) are dropped by ``evaluate_grid``;
+rows that do not fit are kept (``fits`` False) so callers can see why a batch is out of reach.
+
+Layouts enumerated (devices per replica = tp x dp x pp; ep splits each MoE layer's experts over the
+tp x dp devices of a stage):
+- tp: powers of two dividing the attention heads (GQA: dividing or multiple of the KV heads),
+  tp x dp within the scale-up domain;
+- dp (data-parallel attention): powers of two, MoE models only (for dense models a second replica
+  is the better way to use more devices);
+- ep: powers of two dividing both the experts and tp x dp (1 for dense models);
+- pp, HBM parts: the smallest pp whose weights fit, and up to ``extra_pp_factor`` x that (more
+  pipeline stages free memory for KV, hence larger batches), powers of two, stages spanning at most
+  ``max_systems`` systems;
+- pp, SRAM parts: enough chips that the weights and a little KV fit in their aggregate SRAM
+  (``sram_pp_factors`` x the minimum), at most one stage per layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleet.catalog import BYTES_PER_ELEMENT, PRECISIONS, Catalog
+from fleet.catalog.params import param_breakdown
+from fleet.perf.arrays import CatalogArrays
+from fleet.perf.configs import make_configs
+from fleet.perf.memory import USABLE_FRACTION
+from fleet.perf.model import estimate
+from fleet.perf.types import Configs, Estimate, IntArray, Problem
+
+SRAM_PP_FACTORS = (1.0, 1.25, 1.5, 2.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Layouts:
+    tp: IntArray
+    pp: IntArray
+    dp: IntArray
+    ep: IntArray
+
+    def __len__(self) -> int:
+        return int(self.tp.shape[0])
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, v = [], 1
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def layouts(
+    catalog: Catalog,
+    model_id: str,
+    system_id: str,
+    *,
+    precisions: Sequence[str] = ("fp8",),
+    max_systems: int = 8,
+    extra_pp_factor: int = 4,
+    sram_pp_factors: Sequence[float] = SRAM_PP_FACTORS,
+) -> Layouts:
+    """Every layout of ``model_id`` on ``system_id`` worth evaluating (see module docstring)."""
+    model = catalog.model(model_id)
+    system = catalog.system(system_id)
+    acc = catalog.accelerator(system.accelerator)
+    domain = system.scale_up_domain_devices
+    heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+    tps = [
+        t
+        for t in _powers_of_two(domain)
+        if heads % t == 0 and (model.mla is not None or kv_heads % t == 0 or t % kv_heads == 0)
+    ]
+    moe = model.moe
+    usable = USABLE_FRACTION * acc.memory_bytes
+    breakdown = param_breakdown(model)
+    min_bytes = min(BYTES_PER_ELEMENT[p] for p in precisions if p in PRECISIONS)
+    weight_bytes = min_bytes * (breakdown.total - breakdown.embedding - breakdown.lm_head) + 2.0 * (
+        breakdown.embedding + breakdown.lm_head
+    )
+    rows: list[tuple[int, int, int, int]] = []
+    for tp in tps:
+        dps = _powers_of_two(domain // tp) if moe is not None else [1]
+        for dp in dps:
+            n = tp * dp
+            eps = [e for e in _powers_of_two(n) if moe is not None and moe.num_experts % e == 0]
+            eps = eps or [1]
+            # Weight bytes per device with pp = 1 (routed experts over n, the rest over tp).
+            experts = breakdown.routed_experts * min_bytes
+            per_device_pp1 = (weight_bytes - experts) / tp + experts / n
+            pp_min = max(1, int(np.ceil(per_device_pp1 / usable)))
+            if acc.memory_kind == "sram":
+                pps = sorted({int(np.ceil(pp_min * f)) for f in sram_pp_factors})
+            else:
+                pp_cap = max_systems * system.devices_per_system // n
+                pps = [p for p in _powers_of_two(pp_cap) if pp_min <= p <= extra_pp_factor * pp_min]
+            for pp in pps:
+                if pp > model.num_layers:
+                    continue
+                rows.extend((tp, pp, dp, ep) for ep in eps)
+    arr = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+    return Layouts(tp=arr[:, 0], pp=arr[:, 1], dp=arr[:, 2], ep=arr[:, 3])
+
+
+def grid_configs(
+    catalog: Catalog,
+    model_id: str,
+    system_id: str,
+    *,
+    batches: Sequence[int],
+    precisions: Sequence[str],
+    isl: int,
+    osl: int,
+    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+    kv_precision: str | None = None,
+    layout: Layouts | None = None,
+) -> Configs:
+    """The cross product layouts x precisions x batches x spec options as ``Configs``."""
+    lay = (
+        layout
+        if layout is not None
+        else layouts(catalog, model_id, system_id, precisions=precisions)
+    )
+    n_l, n_p, n_b, n_s = len(lay), len(precisions), len(batches), len(spec)
+    li, pi, bi, si = (
+        g.reshape(-1)
+        for g in np.meshgrid(
+            np.arange(n_l), np.arange(n_p), np.arange(n_b), np.arange(n_s), indexing="ij"
+        )
+    )
+    spec_k = np.asarray([k for k, _ in spec], dtype=np.int64)
+    spec_a = np.asarray([a for _, a in spec], dtype=np.float64)
+    return make_configs(
+        catalog,
+        model=model_id,
+        system=system_id,
+        tp=lay.tp[li],
+        pp=lay.pp[li],
+        dp=lay.dp[li],
+        ep=lay.ep[li],
+        precision=np.asarray(precisions)[pi],
+        kv_precision=kv_precision,
+        batch=np.asarray(batches, dtype=np.int64)[bi],
+        isl=isl,
+        osl=osl,
+        spec_draft_tokens=spec_k[si],
+        spec_acceptance=spec_a[si],
+    )
+
+
+def evaluate_grid(
+    catalog: Catalog,
+    arrays: CatalogArrays,
+    model_id: str,
+    system_id: str,
+    *,
+    batches: Sequence[int],
+    precisions: Sequence[str],
+    isl: int,
+    osl: int,
+    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+    kv_precision: str | None = None,
+) -> tuple[Configs, Estimate]:
+    """``grid_configs`` evaluated; rows with an invalid layout or precision are dropped."""
+    configs = grid_configs(
+        catalog,
+        model_id,
+        system_id,
+        batches=batches,
+        precisions=precisions,
+        isl=isl,
+        osl=osl,
+        spec=spec,
+        kv_precision=kv_precision,
+    )
+    est = estimate(arrays, configs)
+    keep = (est.problem == Problem.OK) | (est.problem == Problem.DOES_NOT_FIT)
+    return configs.take(keep), est.take(keep)

@@ -1,0 +1,263 @@
+"""The roofline performance model: ``estimate(arrays, configs) -> Estimate``, pure and vectorized.
+
+Per configuration (docs/performance-model.md has the derivations):
+
+1. Validity -> ``Problem``: heads divisible by tp (GQA KV heads divisible by tp or dividing it),
+   ep dividing the experts and the tp x dp devices of a stage, pp <= layers, positive sizes ->
+   BAD_LAYOUT; tp x dp beyond the system's scale-up domain -> OVER_SCALE_UP (pipeline stages may
+   span systems); weight precision neither native nor weight-only, or KV precision not native ->
+   PRECISION_UNSUPPORTED; memory over the usable capacity -> DOES_NOT_FIT (``fleet.perf.memory``).
+2. One pipeline-stage step carries a micro-batch of batch / pp streams, each verifying k + 1
+   tokens (k = speculative draft length). Per device:
+   memory s  = (weights touched + LM head + KV read at mean context isl + osl/2) / (bw x f_bw),
+               routed-expert bytes scaled by the fraction of experts touched,
+               1 - (1 - k_e/E)^tokens_in_step (per layer, the same for every EP shard);
+   compute s = 2 x active params x tokens + attention FLOPs, at the precision's tensor rate
+               (BF16 for weight-only formats such as FP4 on Hopper) x f_flops;
+   comm s    = ``fleet.perf.comm.stage_comm_s``.
+   Stage time = max(compute, memory) + comm.
+3. Decode step of the replica (``step_s``): pp stage times (a stream's token passes every stage;
+   the pp micro-batches keep every stage busy, so pp adds stages, not speed) + pp hops when pp > 1
+   + the fixed step overhead + the draft cost.
+4. Aggregated serving (``tpot_s``): each decode step also carries the prefills of the requests
+   that replace finished ones: batch x accepted / osl prefills of isl tokens per step, fused into
+   the step (chunked prefill: their FLOPs add to compute, their weight reads are shared).
+   TPOT = that step / accepted tokens per step, (1 - a^(k+1)) / (1 - a).
+5. Prefill alone (``prefill_s``) is the same stage model at isl tokens; TTFT floor = prefill + one
+   decode step; a request holds its batch slot for ``request_s`` = TTFT floor + (osl - 1) x TPOT, so
+   tokens/s per replica = batch x osl / request_s (the closed-loop throughput of a full batch).
+
+Speculative decoding assumes an EAGLE/MTP-style draft head: one decoder layer of the target's width
+plus the target's LM head, run k times per step (``draft_s``); see docs/performance-model.md.
+SRAM-resident parts (memory_kind = "sram") use the same equations: a replica is a chain of pp
+chips (or wafers) of tp each, weights and KV in their SRAM, only the residual stream crossing chip
+boundaries (the pipeline hop).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleet.catalog import BYTES_PER_ELEMENT, PRECISIONS
+from fleet.perf.arrays import CatalogArrays
+from fleet.perf.comm import pipeline_hop_s, stage_comm_s
+from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
+from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
+
+_BYTES = np.asarray([BYTES_PER_ELEMENT[p] for p in PRECISIONS])
+_BF16 = PRECISIONS.index("bf16")
+DRAFT_OVERHEAD_FRACTION = 0.1
+"""Share of the fixed step overhead each draft step costs (a few kernel launches)."""
+
+
+def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
+    """Evaluate every configuration of ``configs``; never raises on bad rows (see ``problem``)."""
+    M, A, S = arrays.models, arrays.accelerators, arrays.systems
+    c = configs
+    m, s = c.model, c.system
+    a = S.accelerator[s]
+    f = np.float64
+    tp, pp, dp, ep = (np.maximum(x, 1).astype(f) for x in (c.tp, c.pp, c.dp, c.ep))
+    batch = np.maximum(c.batch, 1).astype(f)
+    isl = np.maximum(c.isl, 1).astype(f)
+    osl = np.maximum(c.osl, 1).astype(f)
+    k_draft = np.maximum(c.spec_draft_tokens, 0).astype(f)
+    accept = np.clip(c.spec_acceptance, 0.0, 1.0)
+    wp, kp = c.weight_precision, c.kv_precision
+
+    layers = M.num_layers[m].astype(f)
+    hidden = M.hidden_size[m]
+    heads = M.num_heads[m]
+    kv_heads = M.num_kv_heads[m]
+    n_exp = M.num_experts[m]
+    mla = M.is_mla[m]
+
+    # (1) validity
+    problem = np.zeros(len(c), dtype=np.int64)
+    ctp = np.maximum(c.tp, 1)
+    stage_devices_i = ctp * np.maximum(c.dp, 1)
+    bad = (c.tp < 1) | (c.pp < 1) | (c.dp < 1) | (c.ep < 1) | (c.batch < 1)
+    bad |= (c.isl < 1) | (c.osl < 1) | (c.spec_draft_tokens < 0)
+    bad |= (c.spec_acceptance < 0) | (c.spec_acceptance > 1)
+    bad |= heads % ctp != 0
+    bad |= (mla == 0) & (kv_heads % ctp != 0) & (ctp % kv_heads != 0)
+    bad |= c.pp > M.num_layers[m]
+    is_moe = n_exp > 0
+    cep = np.maximum(c.ep, 1)
+    bad |= is_moe & ((n_exp % cep != 0) | (stage_devices_i % cep != 0))
+    bad |= ~is_moe & (c.ep != 1)
+    over = stage_devices_i > S.scale_up_domain[s]
+    unsupported = ~(A.native[a, wp] | A.weight_only[a, wp]) | ~A.native[a, kp]
+    problem[unsupported] = Problem.PRECISION_UNSUPPORTED
+    problem[over] = Problem.OVER_SCALE_UP
+    problem[bad] = Problem.BAD_LAYOUT
+
+    # Shapes of one pipeline stage.
+    n = tp * dp
+    stage_layers = np.ceil(layers / pp)
+    frac = stage_layers / layers
+    moe_stage = M.moe_layers[m] * frac
+    dense_stage = stage_layers - moe_stage
+    sliding_stage = M.sliding_layers[m] * frac
+    full_stage = stage_layers - sliding_stage
+    window = M.sliding_window[m]
+
+    # (memory) weights, KV, workspace
+    wbytes = _BYTES[wp]
+    kbytes = _BYTES[kp]
+    replicated, experts = M.replicated_params[m], M.expert_params[m]
+    weights = weight_bytes_per_device(
+        weight_bytes_per_param=wbytes,
+        replicated_params=replicated,
+        expert_params=experts,
+        embedding_params=M.embedding_params[m],
+        lm_head_params=M.lm_head_params[m],
+        tied=M.tied_embeddings[m],
+        stage_fraction=frac,
+        tp=tp,
+        devices_per_stage=n,
+        pp=pp,
+    )
+    kv_share = np.where(mla > 0, 1.0, np.maximum(1.0 / tp, 1.0 / kv_heads))
+    kv_per_layer_token = M.kv_elements_per_token_layer[m] * kv_share * kbytes
+    held = kv_tokens_held(isl + osl + k_draft, full_stage, sliding_stage, window)
+    mem = memory_terms(
+        weight_bytes=weights,
+        kv_bytes_per_stream=kv_per_layer_token * held,
+        batch=batch,
+        dp=dp,
+        tp=tp,
+        isl=isl,
+        hidden_size=hidden,
+        vocab_size=M.vocab_size[m],
+        memory_bytes=A.memory_bytes[a],
+        is_sram=A.is_sram[a],
+    )
+    fits = (mem.total_bytes <= mem.usable_bytes) & (problem == Problem.OK)
+    problem[(problem == Problem.OK) & ~fits] = Problem.DOES_NOT_FIT
+
+    # Rates.
+    bw = A.memory_bandwidth_bytes_per_s[a] * A.bandwidth_fraction[a]
+    compute_col = np.where(A.native[a, wp], wp, _BF16)
+    flops = A.peak_flops[a, compute_col] * A.flops_fraction[a]
+    attn_flops_rate = A.peak_flops[a, _BF16] * A.flops_fraction[a]
+    link = A.scale_up_bytes_per_s[a] * A.link_fraction[a]
+    hop = A.scale_up_latency_s[a]
+    in_one_domain = (n * pp <= S.scale_up_domain[s]) & (n * pp <= S.devices_per_system[s])
+    pp_link = np.where(in_one_domain, link, S.scale_out_bytes_per_s[s] * A.link_fraction[a])
+    pp_latency = np.where(in_one_domain, hop, S.scale_out_latency_s[s])
+    overhead = A.step_overhead_s[a]
+
+    head_bytes = 2.0 * M.lm_head_params[m] / tp
+    head_flops_per_token = 2.0 * M.lm_head_params[m] / tp
+    touched_log = np.log1p(-np.minimum(M.active_expert_fraction[m], 1.0 - 1e-12))
+    active_experts = experts * M.active_expert_fraction[m]
+    attn_per_ctx = M.attention_flops_per_token_ctx_layer[m] / tp
+    ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_stage, sliding_stage, window)
+    ctx_prefill = kv_tokens_held(0.5 * isl, full_stage, sliding_stage, window)
+    kv_read_per_stream = kv_per_layer_token * ctx_decode
+
+    def stage(decode_tokens: FloatArray, prefill_tokens: FloatArray, streams: FloatArray):
+        """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks)."""
+        tokens = decode_tokens + prefill_tokens
+        touched = -np.expm1(tokens * touched_log)
+        weight_read = wbytes * frac * (replicated / tp + experts * touched / n) + head_bytes
+        memory_s = (weight_read + kv_read_per_stream * streams / dp) / bw
+        linear = 2.0 * frac * (tokens / dp * replicated / tp + tokens * active_experts / n)
+        linear = linear + decode_tokens / dp * head_flops_per_token
+        attention = attn_per_ctx / dp * (decode_tokens * ctx_decode + prefill_tokens * ctx_prefill)
+        compute_s = linear / flops + attention / attn_flops_rate
+        comm_s = stage_comm_s(
+            tokens=tokens,
+            tp=tp,
+            dp=dp,
+            ep=ep,
+            hidden_size=hidden,
+            experts_per_token=M.experts_per_token[m],
+            dense_layers=dense_stage,
+            moe_layers=moe_stage,
+            link_bytes_per_s=link,
+            hop_s=hop,
+        )
+        hop_s = np.where(
+            pp > 1,
+            pp
+            * pipeline_hop_s(
+                tokens=tokens, hidden_size=hidden, link_bytes_per_s=pp_link, latency_s=pp_latency
+            ),
+            0.0,
+        )
+        return compute_s, memory_s, comm_s, hop_s
+
+    # (2-3) pure decode step of the replica
+    verify = k_draft + 1.0
+    micro = batch / pp
+    zero = np.zeros_like(micro)
+    comp_d, mem_d, comm_d, hops_d = stage(micro * verify, zero, micro)
+    core_d = np.maximum(comp_d, mem_d)
+    draft_s = k_draft * (core_d / layers + head_bytes / bw + DRAFT_OVERHEAD_FRACTION * overhead)
+    step_s = pp * (core_d + comm_d) + hops_d + overhead + draft_s
+    accepted = np.where(
+        k_draft > 0,
+        np.where(accept < 1.0, (1.0 - accept**verify) / np.maximum(1.0 - accept, 1e-12), verify),
+        1.0,
+    )
+
+    # (4) aggregated serving: prefills of replacement requests ride in every step
+    prefill_tokens = micro * accepted * isl / osl
+    comp_a, mem_a, comm_a, hops_a = stage(micro * verify, prefill_tokens, micro)
+    agg_step = pp * (np.maximum(comp_a, mem_a) + comm_a) + hops_a + overhead + draft_s
+    tpot = agg_step / accepted
+
+    # (5) prefill of one request alone, TTFT floor, slot time, throughput
+    one = np.ones_like(micro)
+    comp_p, mem_p, comm_p, hops_p = stage(zero, isl, one)
+    prefill_s = pp * (np.maximum(comp_p, mem_p) + comm_p) + hops_p + overhead
+    ttft = prefill_s + step_s
+    request_s = ttft + (osl - 1.0) * tpot
+    devices = (tp * dp * pp).astype(np.int64)
+    per_replica = batch * osl / request_s
+    systems = -(-devices // S.devices_per_system[s])
+
+    compute_t, memory_t = pp * comp_d, pp * mem_d
+    comm_t = pp * comm_d + hops_d
+    overhead_t = overhead + draft_s
+    bound = np.where(
+        np.maximum(compute_t, memory_t) >= np.maximum(comm_t, overhead_t),
+        np.where(compute_t >= memory_t, Bound.COMPUTE, Bound.MEMORY),
+        np.where(comm_t >= overhead_t, Bound.COMMUNICATION, Bound.OVERHEAD),
+    ).astype(np.int64)
+
+    invalid = (problem != Problem.OK) & (problem != Problem.DOES_NOT_FIT)
+
+    def out(x: FloatArray) -> FloatArray:
+        return np.where(invalid, np.nan, x)
+
+    return Estimate(
+        problem=problem,
+        fits=fits,
+        devices_per_replica=devices,
+        systems_per_replica=systems.astype(np.int64),
+        weight_bytes_per_device=out(mem.weight_bytes),
+        kv_bytes_per_device=out(mem.kv_bytes),
+        workspace_bytes_per_device=out(mem.workspace_bytes),
+        memory_bytes_per_device=out(mem.total_bytes),
+        usable_bytes_per_device=mem.usable_bytes,
+        max_batch=np.where(invalid, 0, mem.max_batch).astype(np.int64),
+        step_compute_s=out(compute_t),
+        step_memory_s=out(memory_t),
+        step_comm_s=out(comm_t),
+        step_overhead_s=out(overhead_t),
+        step_s=out(step_s),
+        bound=bound,
+        tokens_per_step=accepted,
+        tpot_s=out(tpot),
+        tokens_per_s_per_user=out(1.0 / tpot),
+        tokens_per_s_per_replica=out(per_replica),
+        tokens_per_s_per_device=out(per_replica / devices),
+        prefill_s=out(prefill_s),
+        ttft_floor_s=out(ttft),
+        request_s=out(request_s),
+        step_draft_s=out(draft_s),
+        aggregated_step_s=out(agg_step),
+    )
