@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
 
-from fleet.catalog.schema import Id
+from fleet.catalog.schema import Id, Precision
 
 MAX_HOURS = 1344
 """Eight weeks of hourly periods: the longest horizon a scenario may plan."""
@@ -54,6 +54,36 @@ class ScenarioMeta(Frozen, kw_only=True):
     description: str = ""
 
 
+class Speculative(Frozen, kw_only=True):
+    """A speculative-decoding option: draft length k (0 = off) and per-token acceptance."""
+
+    draft_tokens: Annotated[int, Meta(ge=0, le=16)]
+    acceptance: Annotated[float, Meta(ge=0, lt=1)] = 0.0
+
+
+class Search(Frozen, kw_only=True):
+    """The configurations the planner may choose from, per (model, system): every valid layout
+    crossed with these precisions, batch caps and speculative options."""
+
+    precisions: Annotated[tuple[Precision, ...], Meta(min_length=1)] = ("bf16", "fp8", "fp4")
+    """Weight precisions taken as quality-neutral; leave one out if it costs quality."""
+    batch_caps: Annotated[tuple[Annotated[int, Meta(ge=1, le=4096)], ...], Meta(min_length=1)] = (
+        1,
+        2,
+        4,
+        8,
+        16,
+        32,
+        64,
+        128,
+        256,
+    )
+    speculative: Annotated[tuple[Speculative, ...], Meta(min_length=1)] = (
+        Speculative(draft_tokens=0),
+        Speculative(draft_tokens=3, acceptance=0.7),
+    )
+
+
 class Options(Frozen, kw_only=True):
     time_limit_s: PositiveFloat = 60.0
     gap_target: Annotated[float, Meta(ge=0, le=1)] = 1e-3
@@ -67,6 +97,7 @@ class Options(Frozen, kw_only=True):
     allow_unserved_tiers: bool = False
     """When False, a tier that no candidate can serve makes the scenario infeasible (with the
     reason) instead of being planned as unserved."""
+    search: Search = Search()
 
 
 class Outage(Frozen, kw_only=True):
