@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -71,32 +72,65 @@ def _get(table: dict[str, T], kind: str, key: str) -> T:
 
 
 def _decode(path: Path, kind: type[T]) -> T:
+    data = path.read_bytes()
     try:
-        return msgspec.toml.decode(path.read_bytes(), type=kind)
+        return msgspec.toml.decode(data, type=kind)
     except msgspec.ValidationError as err:
-        raise CatalogError(f"{path.name}: {err}") from None
+        raise CatalogError(f"{path.name}: {err}{_entry_hint(data, str(err))}") from None
     except msgspec.DecodeError as err:
         raise CatalogError(f"{path.name}: not valid TOML: {err}") from None
 
 
-def _by_id(entries: tuple[T, ...], file: str) -> dict[str, T]:
+def _entry_hint(data: bytes, message: str) -> str:
+    """`` (id 'x')`` for the entry a validation error points into, when it has a readable id."""
+    match = re.search(r"\$\.(\w+)\[(\d+)\]", message)
+    if match is None:
+        return ""
+    entries = msgspec.toml.decode(data).get(match[1], [])
+    index = int(match[2])
+    entry = entries[index] if index < len(entries) else None
+    entry_id = entry.get("id") if isinstance(entry, dict) else None
+    return f" (id {entry_id!r})" if isinstance(entry_id, str) else ""
+
+
+def _by_id(entries: tuple[T, ...], file: str, table: str) -> dict[str, T]:
     out: dict[str, T] = {}
     for i, entry in enumerate(entries):
         key = entry.id  # type: ignore[attr-defined]
         if key in out:
-            raise CatalogError(f"{file}: duplicate id {key!r} at $[{i}]")
+            raise CatalogError(f"{file}: duplicate id {key!r} at $.{table}[{i}]")
         out[key] = entry
     return out
+
+
+def _model_problem(model: Model) -> tuple[str, str] | None:
+    """(field, problem) for a cross-field rule msgspec constraints cannot express, else None."""
+    moe = model.moe
+    if (model.attention == "mla") != (model.mla is not None):
+        return "mla", "required exactly when attention = 'mla'"
+    if model.num_attention_heads % model.num_kv_heads:
+        return "num_kv_heads", "must divide num_attention_heads"
+    if (model.sliding_window is None) != (model.sliding_window_layers == 0):
+        return "sliding_window", "set exactly when sliding_window_layers > 0"
+    if model.sliding_window_layers > model.num_layers:
+        return "sliding_window_layers", "exceeds num_layers"
+    if moe is not None and moe.experts_per_token > moe.num_experts:
+        return "moe.experts_per_token", "exceeds num_experts"
+    if moe is not None and moe.dense_layers >= model.num_layers:
+        return "moe.dense_layers", "must be less than num_layers"
+    return None
 
 
 def load_catalog(data_dir: Path | None = None) -> Catalog:
     """Decode accelerators.toml, systems.toml and models.toml and check cross-references."""
     root = data_dir or DATA_DIR
     accelerators = _by_id(
-        _decode(root / "accelerators.toml", AcceleratorFile).accelerators, "accelerators.toml"
+        _decode(root / "accelerators.toml", AcceleratorFile).accelerators,
+        "accelerators.toml",
+        "accelerators",
     )
-    systems = _by_id(_decode(root / "systems.toml", SystemFile).systems, "systems.toml")
-    models = _by_id(_decode(root / "models.toml", ModelFile).models, "models.toml")
+    systems = _by_id(_decode(root / "systems.toml", SystemFile).systems, "systems.toml", "systems")
+    models = _by_id(_decode(root / "models.toml", ModelFile).models, "models.toml", "models")
     for i, system in enumerate(systems.values()):
         if system.accelerator not in accelerators:
             raise CatalogError(
@@ -111,8 +145,9 @@ def load_catalog(data_dir: Path | None = None) -> Catalog:
                 "devices_per_system"
             )
     for i, model in enumerate(models.values()):
-        if (model.attention == "mla") != (model.mla is not None):
+        problem = _model_problem(model)
+        if problem is not None:
             raise CatalogError(
-                f"models.toml: $.models[{i}].mla: required exactly when attention = 'mla'"
+                f"models.toml: $.models[{i}].{problem[0]} (id {model.id!r}): {problem[1]}"
             )
     return Catalog(accelerators=accelerators, systems=systems, models=models)

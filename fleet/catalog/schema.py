@@ -3,7 +3,9 @@
 Data files use the human units their names carry (``memory_gb``, ``memory_bandwidth_tb_per_s``,
 ``peak_tflops``); the ``*_bytes``/``*_per_s`` properties convert to SI for the performance model.
 Every figure from outside (datasheet, benchmark, config file) is cited in the entry's ``sources``
-table, keyed by field name; ``tests/fleet/test_catalog.py`` checks that each numeric field has one.
+table, keyed by field name (a nested table such as ``peak_tflops`` may have one key for all its
+fields; a model's ``sources.architecture`` covers its ``ARCHITECTURE_FIELDS``, which all come from
+one config file); ``tests/fleet/test_catalog.py`` checks that each numeric field has one.
 """
 
 from __future__ import annotations
@@ -170,6 +172,26 @@ class Model(Frozen, kw_only=True):
     sources: dict[str, str]
 
 
+ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
+    {
+        "num_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "num_kv_heads",
+        "head_dim",
+        "intermediate_size",
+        "vocab_size",
+        "tie_word_embeddings",
+        "attention",
+        "mla",
+        "moe",
+        "sliding_window",
+        "sliding_window_layers",
+    }
+)
+"""Model fields read from the model's config.json, cited together as ``sources.architecture``."""
+
+
 class AcceleratorFile(Frozen, kw_only=True):
     accelerators: tuple[Accelerator, ...]
 
@@ -180,4 +202,3 @@ class SystemFile(Frozen, kw_only=True):
 
 class ModelFile(Frozen, kw_only=True):
     models: tuple[Model, ...]
-
