@@ -1,0 +1,77 @@
+"""The Litestar application: ``create_app(settings) -> Litestar``.
+
+The factory builds every service once (settings from the environment when not given, the catalog,
+the SQLite store, the job runner) and hands them to the controllers by dependency injection. The
+database is opened and the job runner (forkserver + dispatcher) is started by the app's lifespan,
+i.e. inside the process that serves requests — granian imports this factory in its own worker
+process(es) — and never at import time.
+
+Routes: ``/v1/plans`` (api.controllers.plans), ``/v1/catalog/*``, ``/v1/estimate`` and
+``/v1/frontier`` (api.controllers.perf), ``/health``; OpenAPI at ``/schema`` (Swagger UI there,
+also ``/schema/redoc``, JSON at ``/schema/openapi.json``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin, SwaggerRenderPlugin
+
+from api.controllers.catalog import CatalogController
+from api.controllers.health import HealthController
+from api.controllers.plans import PlanController
+from api.errors import EXCEPTION_HANDLERS
+from api.jobs import JobRunner
+from api.services import PlanService
+from api.settings import Settings
+from api.store import Store
+from fleet.catalog.load import load_catalog
+
+API_VERSION = "1.0.0"
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    settings = settings if settings is not None else Settings.from_env(os.environ)
+    catalog = load_catalog(settings.catalog_dir)
+    store = Store(settings.db_path)
+    runner = JobRunner(store, settings)
+    plans = PlanService(store, runner, catalog, settings)
+
+    @asynccontextmanager
+    async def lifespan(_: Litestar) -> AsyncIterator[None]:
+        await anyio.to_thread.run_sync(store.initialize)
+        await runner.start()
+        try:
+            yield
+        finally:
+            await runner.stop()
+
+    return Litestar(
+        route_handlers=[PlanController, CatalogController, HealthController],
+        dependencies={
+            "plans": Provide(lambda: plans, use_cache=True, sync_to_thread=False),
+            "catalog": Provide(lambda: catalog, use_cache=True, sync_to_thread=False),
+        },
+        exception_handlers=dict(EXCEPTION_HANDLERS),
+        request_max_body_size=settings.max_body_bytes,
+        lifespan=[lifespan],
+        state=State({"settings": settings}),
+        openapi_config=OpenAPIConfig(
+            title="farebox",
+            version=API_VERSION,
+            description=(
+                "Plan an LLM inference fleet and price its service tiers: submit a scenario, "
+                "follow the plan, download its Parquet report; query the catalogs and the "
+                "performance model."
+            ),
+            path="/schema",
+            render_plugins=[SwaggerRenderPlugin(path="/"), RedocRenderPlugin(), JsonRenderPlugin()],
+        ),
+    )

@@ -1,0 +1,173 @@
+"""``/v1/plans``: submit a scenario, follow its plan, fetch its report, cancel or delete it.
+
+``POST /v1/plans`` validates the whole scenario (schema, references, catalog ids, limits) before
+anything is stored: a bad one is a 422 naming the field and nothing is queued. A good one is
+committed to the database and answered 202 with its id and ``Location``; with ``?wait=S`` the
+answer waits up to S seconds and is 201 with the plan when the solve finished in time (422 when it
+failed on its input, e.g. an SLO that no configuration meets). Solving happens in worker
+processes (``api.jobs``); when the queue is full the answer is 503 with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from litestar import Controller, Response, delete, get, post
+from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.openapi.spec import OpenAPIMediaType, Operation, Reference, RequestBody
+from litestar.params import FromPath, QueryParameter, RawBody
+from litestar.status_codes import (
+    HTTP_200_OK,
+    HTTP_201_CREATED,
+    HTTP_202_ACCEPTED,
+    HTTP_204_NO_CONTENT,
+    HTTP_422_UNPROCESSABLE_ENTITY,
+)
+
+from api.errors import ErrorBody, NotFound, input_error_body
+from api.services import PlanService
+from api.store import FailureKind, PlanRecord, PlanStatus
+from api.wire import PlanPage, PlanResource, encode_plan_resource, plan_href, plan_info
+from fleet.errors import InputError
+from planner.scenario import Scenario
+
+JSON = "application/json"
+PARQUET = "application/vnd.apache.parquet"
+
+
+@dataclass
+class _ScenarioBody(Operation):
+    """The request body is decoded by the planner's own strict decoder (the same one that reads
+    TOML files), not by the framework; this documents it as ``Scenario`` in the OpenAPI schema."""
+
+    def __post_init__(self) -> None:
+        self.request_body = RequestBody(
+            required=True,
+            description="A scenario: the same schema as a scenario TOML file, as JSON.",
+            content={JSON: OpenAPIMediaType(schema=Reference("#/components/schemas/Scenario"))},
+        )
+
+
+class PlanController(Controller):
+    path = "/v1/plans"
+    tags = ("plans",)
+
+    @post(
+        "/",
+        operation_id="createPlan",
+        operation_class=_ScenarioBody,
+        status_code=HTTP_202_ACCEPTED,
+        summary="Submit a scenario for planning",
+        responses={
+            201: ResponseSpec(PlanResource, description="Finished within ?wait="),
+            422: ResponseSpec(ErrorBody, description="The scenario cannot be planned as asked"),
+            503: ResponseSpec(ErrorBody, description="Queue full; see Retry-After"),
+        },
+    )
+    async def create(
+        self,
+        plans: NamedDependency[PlanService],
+        body: RawBody,
+        wait: Annotated[
+            float | None,
+            QueryParameter(ge=0, description="Seconds to wait for the plan; 201 when done."),
+        ] = None,
+        time_limit_s: Annotated[
+            float | None,
+            QueryParameter(gt=0, description="Solver time limit; default: the scenario's."),
+        ] = None,
+    ) -> Response[PlanResource]:
+        record = await plans.submit(body, time_limit_s)
+        status = HTTP_202_ACCEPTED
+        if wait:
+            record = await plans.wait(record.id, wait)
+            if record.status == PlanStatus.FAILED and record.failure_kind == FailureKind.INPUT:
+                error = input_error_body(InputError(record.reason or ""), plan_id=record.id)
+                return Response(  # type: ignore[return-value]
+                    error, status_code=HTTP_422_UNPROCESSABLE_ENTITY,
+                    headers={"Location": plan_href(record.id)},
+                )
+            if record.status in (PlanStatus.DONE, PlanStatus.FAILED, PlanStatus.CANCELLED):
+                status = HTTP_201_CREATED
+        return await _resource(plans, record.id, status, {"Location": plan_href(record.id)})
+
+    @get("/", operation_id="listPlans", summary="Plans, newest first")
+    async def list_plans(
+        self,
+        plans: NamedDependency[PlanService],
+        limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
+        cursor: Annotated[
+            int | None, QueryParameter(description="next_cursor of the previous page")
+        ] = None,
+        status: Annotated[PlanStatus | None, QueryParameter()] = None,
+    ) -> PlanPage:
+        records, next_cursor = await plans.page(limit, cursor, status)
+        return PlanPage(items=tuple(plan_info(r) for r in records), next_cursor=next_cursor)
+
+    @get("/{plan_id:str}", operation_id="getPlan", summary="A plan's status; the plan once done")
+    async def read(
+        self, plans: NamedDependency[PlanService], plan_id: FromPath[str]
+    ) -> Response[PlanResource]:
+        return await _resource(plans, plan_id, HTTP_200_OK)
+
+    @get(
+        "/{plan_id:str}/scenario",
+        operation_id="getPlanScenario",
+        summary="The scenario a plan was asked with, as stored",
+    )
+    async def scenario(
+        self, plans: NamedDependency[PlanService], plan_id: FromPath[str]
+    ) -> Response[Scenario]:
+        return Response(await plans.request(plan_id), media_type=JSON)  # type: ignore[arg-type]
+
+    @get(
+        "/{plan_id:str}/report/{file_name:str}",
+        operation_id="getPlanReportTable",
+        summary="One table of a done plan's report, as Parquet ({table}.parquet)",
+        media_type=PARQUET,
+    )
+    async def report(
+        self, plans: NamedDependency[PlanService], plan_id: FromPath[str], file_name: FromPath[str]
+    ) -> Response[bytes]:
+        table, dot, suffix = file_name.rpartition(".")
+        if not dot or suffix != "parquet":
+            raise NotFound(f"report files are named {{table}}.parquet, not {file_name!r}",
+                           field="file_name")
+        data = await plans.report(plan_id, table)
+        return Response(
+            data,
+            media_type=PARQUET,
+            headers={"Content-Disposition": f'attachment; filename="{plan_id}-{file_name}"'},
+        )
+
+    @delete(
+        "/{plan_id:str}",
+        operation_id="cancelOrDeletePlan",
+        summary="Cancel a queued or running plan (200); delete a finished one (204)",
+        status_code=HTTP_200_OK,
+        responses={204: ResponseSpec(None, description="Deleted")},
+    )
+    async def remove(
+        self, plans: NamedDependency[PlanService], plan_id: FromPath[str]
+    ) -> Response[PlanResource | None]:
+        record = await plans.cancel_or_delete(plan_id)
+        if record is None:
+            return Response(None, status_code=HTTP_204_NO_CONTENT)
+        return await _resource(plans, plan_id, HTTP_200_OK)  # type: ignore[return-value]
+
+
+async def _resource(
+    plans: PlanService, plan_id: str, status: int, headers: dict[str, str] | None = None
+) -> Response[PlanResource]:
+    """The plan resource as JSON, with the stored plan spliced in without re-encoding."""
+    record: PlanRecord = await plans.get(plan_id, with_plan=True)
+    tables = await plans.report_tables(record)
+    return Response(
+        encode_plan_resource(record, tables),  # type: ignore[arg-type]
+        status_code=status,
+        media_type=JSON,
+        headers=headers or {},
+    )
+

@@ -1,0 +1,160 @@
+"""The one place where errors become HTTP responses.
+
+Every error answer has the same JSON body, ``ErrorBody``: the status code, a short machine-readable
+``error`` kind, a one-line ``detail`` and, when the problem is in one field, that ``field`` (a JSON
+path into the request body such as ``$.fleet.pools[0].count``, or the name of a query or path
+parameter).
+
+=====================================  ======  ==================================================
+raised                                 status  when
+=====================================  ======  ==================================================
+``fleet.errors.InputError`` (and       422     the body decodes but cannot be planned as asked:
+subclasses: unknown ids, catalog                wrong types, unknown fields, negative counts,
+errors, ...)                                    unknown accelerator/model ids, too-long horizon,
+                                                an SLO no configuration can meet
+``litestar`` validation of a query     400     malformed parameters (``?wait=soon``)
+or path parameter
+``NotFound``                           404     no plan, report table or route by that name
+``RequestEntityTooLarge``              413     body over ``Settings.max_body_bytes``
+``QueueFull``                          503     the plan queue is full; ``Retry-After`` says when
+                                                to try again
+anything else                          500     a bug; logged with its traceback
+=====================================  ======  ==================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.status_codes import (
+    HTTP_400_BAD_REQUEST,
+    HTTP_404_NOT_FOUND,
+    HTTP_422_UNPROCESSABLE_ENTITY,
+    HTTP_500_INTERNAL_SERVER_ERROR,
+    HTTP_503_SERVICE_UNAVAILABLE,
+)
+from msgspec import Struct
+
+from fleet.errors import InputError
+
+log = logging.getLogger("farebox.api")
+
+_PATH_FIRST = re.compile(r"^(?P<field>\$[^\s:]*): (?P<detail>.+)$", re.DOTALL)
+
+
+class ErrorBody(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    status_code: int
+    error: str
+    """``invalid_input``, ``bad_request``, ``not_found``, ``too_large``, ``queue_full``,
+    ``internal``, or the lower-cased HTTP reason for other framework errors."""
+    detail: str
+    field: str | None = None
+    plan_id: str | None = None
+    """Set when the error is about a plan that exists (e.g. it failed on its input)."""
+
+
+class ParameterError(InputError):
+    """A bad query or path parameter (the field is its name, not a body path)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+class NotFound(Exception):
+    def __init__(self, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.field = field
+
+
+class QueueFull(Exception):
+    def __init__(self, queue_max: int, retry_after_s: int) -> None:
+        super().__init__(f"the plan queue is full ({queue_max} waiting); retry later")
+        self.retry_after_s = retry_after_s
+
+
+def input_error_body(err: InputError, plan_id: str | None = None) -> ErrorBody:
+    """Split ``$.path: problem`` into field and detail."""
+    message = str(err)
+    match = _PATH_FIRST.match(message)
+    return ErrorBody(
+        status_code=HTTP_422_UNPROCESSABLE_ENTITY,
+        error="invalid_input",
+        detail=message,
+        field=getattr(err, "field", None) or (match.group("field") if match else None),
+        plan_id=plan_id,
+    )
+
+
+def _respond(body: ErrorBody, headers: Mapping[str, str] | None = None) -> Response[ErrorBody]:
+    return Response(body, status_code=body.status_code, headers=dict(headers or {}))
+
+
+def _on_input_error(_: Request[Any, Any, Any], err: InputError) -> Response[ErrorBody]:
+    return _respond(input_error_body(err))
+
+
+def _on_not_found(_: Request[Any, Any, Any], err: NotFound) -> Response[ErrorBody]:
+    return _respond(
+        ErrorBody(status_code=HTTP_404_NOT_FOUND, error="not_found", detail=err.detail,
+                  field=err.field)
+    )
+
+
+def _on_queue_full(_: Request[Any, Any, Any], err: QueueFull) -> Response[ErrorBody]:
+    body = ErrorBody(status_code=HTTP_503_SERVICE_UNAVAILABLE, error="queue_full", detail=str(err))
+    return _respond(body, {"Retry-After": str(err.retry_after_s)})
+
+
+def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Response[ErrorBody]:
+    """Litestar's own parameter validation: name the parameter and the problem."""
+    extra = err.extra if isinstance(err.extra, list) else []
+    first = extra[0] if extra and isinstance(extra[0], dict) else {}
+    field = first.get("key")
+    message = first.get("message") or err.detail
+    detail = f"{field}: {message}" if field else str(message)
+    return _respond(
+        ErrorBody(status_code=HTTP_400_BAD_REQUEST, error="bad_request", detail=detail,
+                  field=field)
+    )
+
+
+def _on_http(request: Request[Any, Any, Any], err: HTTPException) -> Response[ErrorBody]:
+    kinds = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+    detail = err.detail
+    if err.status_code == 413:
+        limit = request.route_handler.resolve_request_max_body_size()
+        detail = f"request body over the limit of {limit} bytes"
+    body = ErrorBody(
+        status_code=err.status_code,
+        error=kinds.get(err.status_code, "http_error"),
+        detail=str(detail),
+    )
+    return _respond(body, err.headers)
+
+
+def _on_bug(request: Request[Any, Any, Any], err: Exception) -> Response[ErrorBody]:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=err)
+    return _respond(
+        ErrorBody(
+            status_code=HTTP_500_INTERNAL_SERVER_ERROR,
+            error="internal",
+            detail=f"internal error ({type(err).__name__}); see the server log",
+        )
+    )
+
+
+EXCEPTION_HANDLERS: Mapping[type[Exception], Callable[..., Response[ErrorBody]]] = {
+    InputError: _on_input_error,
+    NotFound: _on_not_found,
+    QueueFull: _on_queue_full,
+    ValidationException: _on_validation,
+    HTTPException: _on_http,
+    Exception: _on_bug,
+}

@@ -1,0 +1,147 @@
+"""Services the controllers call: plans (validate, enqueue, wait, read, cancel) and health.
+
+Everything blocking (decoding a large body, SQLite) runs in a worker thread; solves run in worker
+processes (``api.jobs``). Controllers get these objects by dependency injection.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio.to_thread
+import msgspec
+
+from api.errors import NotFound, ParameterError, QueueFull
+from api.jobs import JobRunner
+from api.settings import Settings
+from api.store import PlanRecord, PlanStatus, Store
+from fleet.catalog.load import Catalog
+from fleet.errors import InputError
+from planner.scenario import Scenario
+from planner.scenario_check import check_catalog, decode_scenario, horizon_hours
+
+T = TypeVar("T")
+
+_ENCODER = msgspec.json.Encoder()
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+class PlanService:
+    def __init__(
+        self, store: Store, runner: JobRunner, catalog: Catalog, settings: Settings
+    ) -> None:
+        self.store = store
+        self.runner = runner
+        self.catalog = catalog
+        self.settings = settings
+
+    def validate(self, body: bytes) -> Scenario:
+        """Everything that can be checked without solving: schema, references, catalog ids,
+        the server's horizon cap. Raises InputError naming the field."""
+        scenario = decode_scenario(body, "json")
+        check_catalog(scenario, self.catalog)
+        hours = horizon_hours(scenario)
+        if hours > self.settings.max_horizon_hours:
+            raise InputError(
+                f"$.demand[0]: horizon of {hours} hours exceeds this server's limit of "
+                f"{self.settings.max_horizon_hours} hours"
+            )
+        return scenario
+
+    def time_limit(self, scenario: Scenario, requested_s: float | None) -> float:
+        limit = self.settings.max_time_limit_s
+        if requested_s is not None:
+            if requested_s > limit:
+                raise ParameterError("time_limit_s", f"must be <= {limit:g} on this server")
+            return requested_s
+        if scenario.options.time_limit_s > limit:
+            raise InputError(
+                f"$.options.time_limit_s: {scenario.options.time_limit_s:g} s exceeds this "
+                f"server's limit of {limit:g} s (or pass ?time_limit_s=)"
+            )
+        return scenario.options.time_limit_s
+
+    async def submit(self, body: bytes, time_limit_s: float | None) -> PlanRecord:
+        """Validate, then commit the request as a queued plan (durable before we answer)."""
+        scenario = await _off_loop(self.validate, body)
+        limit = self.time_limit(scenario, time_limit_s)
+        plan_id = uuid.uuid4().hex
+        request = _ENCODER.encode(scenario)
+        accepted = await _off_loop(
+            self.store.enqueue,
+            plan_id,
+            scenario.meta.name,
+            request,
+            limit,
+            self.settings.queue_max,
+        )
+        if not accepted:
+            raise QueueFull(self.settings.queue_max, self.settings.retry_after_s)
+        self.runner.wake()
+        return await self.get(plan_id)
+
+    async def wait(self, plan_id: str, wait_s: float) -> PlanRecord:
+        if wait_s > self.settings.max_wait_s:
+            raise ParameterError("wait", f"must be <= {self.settings.max_wait_s:g} s")
+        record = await self.runner.wait(plan_id, wait_s)
+        if record is None:
+            raise NotFound(f"plan {plan_id!r} was deleted while waiting", field="id")
+        return record
+
+    async def get(self, plan_id: str, *, with_plan: bool = False) -> PlanRecord:
+        record = await _off_loop(lambda: self.store.get(plan_id, with_plan=with_plan))
+        if record is None:
+            raise NotFound(f"no plan {plan_id!r}", field="plan_id")
+        return record
+
+    async def request(self, plan_id: str) -> bytes:
+        request = await _off_loop(self.store.request, plan_id)
+        if request is None:
+            raise NotFound(f"no plan {plan_id!r}", field="plan_id")
+        return request
+
+    async def report_tables(self, record: PlanRecord) -> tuple[str, ...]:
+        if record.status != PlanStatus.DONE:
+            return ()
+        return tuple(await _off_loop(self.store.report_names, record.id))
+
+    async def report(self, plan_id: str, table: str) -> bytes:
+        data = await _off_loop(self.store.report, plan_id, table)
+        if data is not None:
+            return data
+        record = await self.get(plan_id)
+        if record.status != PlanStatus.DONE:
+            raise NotFound(
+                f"plan {plan_id!r} is {record.status}; its report exists once it is done",
+                field="plan_id",
+            )
+        known = await self.report_tables(record)
+        raise NotFound(
+            f"plan {plan_id!r} has no report table {table!r}; tables: {', '.join(known)}",
+            field="table",
+        )
+
+    async def page(
+        self, limit: int, cursor: int | None, status: PlanStatus | None
+    ) -> tuple[list[PlanRecord], int | None]:
+        records = await _off_loop(self.store.page, limit + 1, cursor, status)
+        more = len(records) > limit
+        records = records[:limit]
+        return records, (records[-1].seq if more else None)
+
+    async def cancel_or_delete(self, plan_id: str) -> PlanRecord | None:
+        """Cancel a queued or running plan (returns it); delete a finished one (None)."""
+        if await _off_loop(self.store.cancel, plan_id):
+            self.runner.wake()
+            return await self.get(plan_id)
+        if await _off_loop(self.store.delete, plan_id):
+            return None
+        raise NotFound(f"no plan {plan_id!r}", field="plan_id")
+
+    async def counts(self) -> dict[PlanStatus, int]:
+        return await _off_loop(self.store.counts)

@@ -1,0 +1,108 @@
+"""Settings of the HTTP service: one frozen object, built once from the environment.
+
+``create_app`` calls ``Settings.from_env(os.environ)`` when it is not handed settings; nothing
+else in farebox reads the environment. ``farebox serve`` turns its flags into these variables so
+that granian's worker processes, which import the app factory themselves, see the same values.
+
+Variables (all optional):
+
+==============================  ==========================================  =======================
+variable                        meaning                                     default
+==============================  ==========================================  =======================
+FAREBOX_DATA_DIR                directory for the SQLite file               ``./farebox-data``
+FAREBOX_DB                      SQLite file of requests and plans           DATA_DIR/farebox.sqlite
+FAREBOX_CATALOG_DIR             catalog data files (accelerators.toml ...)  the packaged ones
+FAREBOX_WORKERS                 solver worker processes (solves at once)    1
+FAREBOX_QUEUE_MAX               plans waiting for a worker before 503       16
+FAREBOX_MAX_TIME_LIMIT_S        largest time limit a request may ask for    900
+FAREBOX_KILL_GRACE_S            extra wall time before a solve is killed    60
+FAREBOX_MAX_WAIT_S              largest ``?wait=`` a request may ask for    120
+FAREBOX_MAX_BODY_BYTES          largest request body                        4 MiB
+FAREBOX_MAX_HORIZON_HOURS       longest horizon a request may plan, hours   1344 (8 weeks)
+FAREBOX_MAX_ATTEMPTS            restarts after which a plan is failed       3
+FAREBOX_RETRY_AFTER_S           Retry-After (s) of a 503, queue full        10
+==============================  ==========================================  =======================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.errors import InputError
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    db_path: Path
+    catalog_dir: Path | None = None
+    """``None`` = the catalog packaged with farebox."""
+    workers: int = 1
+    """Solver worker processes; each runs one solve at a time."""
+    queue_max: int = 16
+    """Plans that may wait for a worker; one more is refused with 503."""
+    max_time_limit_s: float = 900.0
+    kill_grace_s: float = 60.0
+    """Wall time allowed beyond the solver time limit (building tables, writing the report)
+    before the worker process is killed and the plan failed."""
+    max_wait_s: float = 120.0
+    max_body_bytes: int = 4 * MIB
+    max_horizon_hours: int = 1344
+    """A server-side cap on the demand horizon (the scenario schema allows up to 8 weeks)."""
+    max_attempts: int = 3
+    """A plan whose solve was interrupted by a server crash this many times is failed."""
+    retry_after_s: int = 10
+    lease_s: float = 15.0
+    """A running plan whose server stopped renewing its lease this long ago runs again."""
+    poll_s: float = 0.25
+    """How often the job runner looks for work, cancellations and expired leases."""
+    page_max: int = 200
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Settings from ``FAREBOX_*`` variables; a bad value raises InputError naming it."""
+        data_dir = Path(environ.get("FAREBOX_DATA_DIR", "farebox-data"))
+        db = environ.get("FAREBOX_DB")
+        catalog = environ.get("FAREBOX_CATALOG_DIR")
+        return cls(
+            db_path=Path(db) if db else data_dir / "farebox.sqlite",
+            catalog_dir=Path(catalog) if catalog else None,
+            workers=_int(environ, "FAREBOX_WORKERS", 1, lo=1),
+            queue_max=_int(environ, "FAREBOX_QUEUE_MAX", 16, lo=0),
+            max_time_limit_s=_float(environ, "FAREBOX_MAX_TIME_LIMIT_S", 900.0),
+            kill_grace_s=_float(environ, "FAREBOX_KILL_GRACE_S", 60.0),
+            max_wait_s=_float(environ, "FAREBOX_MAX_WAIT_S", 120.0),
+            max_body_bytes=_int(environ, "FAREBOX_MAX_BODY_BYTES", 4 * MIB, lo=1024),
+            max_horizon_hours=_int(environ, "FAREBOX_MAX_HORIZON_HOURS", 1344, lo=1),
+            max_attempts=_int(environ, "FAREBOX_MAX_ATTEMPTS", 3, lo=1),
+            retry_after_s=_int(environ, "FAREBOX_RETRY_AFTER_S", 10, lo=1),
+        )
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, *, lo: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"{name}: expected an integer, got {raw!r}") from None
+    if value < lo:
+        raise InputError(f"{name}: must be >= {lo}, got {value}")
+    return value
+
+
+def _float(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"{name}: expected a number, got {raw!r}") from None
+    if not value > 0:
+        raise InputError(f"{name}: must be > 0, got {value}")
+    return value

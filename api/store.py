@@ -1,0 +1,389 @@
+"""Durable plans: every accepted request, its status and its result, in one SQLite file.
+
+The file is the source of truth; nothing about a plan lives only in memory. An accepted request is
+committed before the 202 is sent, so a crash (kill -9) loses nothing: on restart, plans that were
+running go back to the queue and run again, finished ones are served from the file.
+
+Life of a plan (``status``)::
+
+    queued --claim--> running --result--> done
+       |                 |  \\--error/timeout/crash--> failed
+       \\--cancel--------+--cancel--> cancelled
+
+Several job runners may share one file (granian can run the app in several processes): a runner
+claims a queued plan with one atomic UPDATE and holds a *lease* on it, renewed while the solve
+runs. A plan whose lease expired (its runner's process died) is queued again by any runner, at
+most ``max_attempts`` times. Results are written only by the lease holder, and only while the
+plan is still running, so a cancelled plan never turns into done.
+
+SQLite runs in WAL mode (readers never wait for the writer) with ``synchronous=NORMAL``: a
+committed transaction survives the death of the process (kill -9); only a power loss may drop the
+last transactions before a checkpoint. Each thread gets its own connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+
+class PlanStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINISHED = (PlanStatus.DONE, PlanStatus.FAILED, PlanStatus.CANCELLED)
+
+
+class FailureKind(StrEnum):
+    INPUT = "input"
+    """The scenario cannot be planned as asked (the reason names the field)."""
+    TIMEOUT = "timeout"
+    """The solve ran past its time limit plus the grace and was killed."""
+    CRASH = "crash"
+    """The worker process died, or the plan was interrupted too often by server restarts."""
+    ERROR = "error"
+    """A bug in farebox: the reason carries the exception."""
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS plans (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    time_limit_s REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    failure_kind TEXT,
+    reason TEXT,
+    progress TEXT,
+    lease_owner TEXT,
+    lease_expires_at REAL,
+    request BLOB NOT NULL,
+    plan BLOB
+);
+CREATE INDEX IF NOT EXISTS plans_status ON plans (status, seq);
+CREATE TABLE IF NOT EXISTS reports (
+    plan_id TEXT NOT NULL REFERENCES plans (id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    parquet BLOB NOT NULL,
+    PRIMARY KEY (plan_id, name)
+);
+"""
+
+_COLUMNS = (
+    "seq, id, name, status, created_at, started_at, finished_at, time_limit_s, attempts, "
+    "failure_kind, reason, progress"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    seq: int
+    id: str
+    name: str
+    status: PlanStatus
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    time_limit_s: float
+    attempts: int
+    failure_kind: FailureKind | None
+    reason: str | None
+    progress: str | None
+    """Latest solver progress line (JSON text), while running."""
+    plan: bytes | None = None
+    """The Plan as JSON, when done and asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    id: str
+    request: bytes
+    time_limit_s: float
+    attempts: int
+
+
+class Store:
+    """Plans in one SQLite file. Methods are blocking and short: call them off the event loop."""
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.clock = clock
+        self._local = threading.local()
+
+    def initialize(self) -> None:
+        """Create the directory, the file and the tables; switch the file to WAL."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._conn()
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise RuntimeError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
+        conn.executescript(_SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their thread ends)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- requests -------------------------------------------------------------------------
+
+    def enqueue(
+        self, plan_id: str, name: str, request: bytes, time_limit_s: float, queue_max: int
+    ) -> bool:
+        """Commit a new queued plan; False (nothing written) when ``queue_max`` already wait."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (waiting,) = conn.execute(
+                "SELECT count(*) FROM plans WHERE status = ?", (PlanStatus.QUEUED,)
+            ).fetchone()
+            if waiting >= queue_max:
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute(
+                "INSERT INTO plans (id, name, status, created_at, time_limit_s, request) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (plan_id, name, PlanStatus.QUEUED, self.clock(), time_limit_s, request),
+            )
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def get(self, plan_id: str, *, with_plan: bool = False) -> PlanRecord | None:
+        columns = _COLUMNS + (", plan" if with_plan else "")
+        row = self._conn().execute(
+            f"SELECT {columns} FROM plans WHERE id = ?", (plan_id,)
+        ).fetchone()
+        return _record(row) if row else None
+
+    def request(self, plan_id: str) -> bytes | None:
+        row = self._conn().execute("SELECT request FROM plans WHERE id = ?", (plan_id,)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def page(
+        self, limit: int, before_seq: int | None = None, status: PlanStatus | None = None
+    ) -> list[PlanRecord]:
+        """Newest first; ``before_seq`` continues a previous page."""
+        where, args = ["1 = 1"], []
+        if before_seq is not None:
+            where.append("seq < ?")
+            args.append(before_seq)
+        if status is not None:
+            where.append("status = ?")
+            args.append(str(status))
+        rows = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM plans WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
+            (*args, limit),
+        )
+        return [_record(row) for row in rows]
+
+    def counts(self) -> dict[PlanStatus, int]:
+        out = dict.fromkeys(PlanStatus, 0)
+        for status, n in self._conn().execute(
+            "SELECT status, count(*) FROM plans GROUP BY status"
+        ):
+            out[PlanStatus(status)] = n
+        return out
+
+    def cancel(self, plan_id: str) -> bool:
+        """Mark a queued or running plan cancelled (its runner kills the solve)."""
+        cur = self._conn().execute(
+            "UPDATE plans SET status = ?, finished_at = ?, reason = ?, progress = NULL "
+            "WHERE id = ? AND status IN (?, ?)",
+            (
+                PlanStatus.CANCELLED,
+                self.clock(),
+                "cancelled by request",
+                plan_id,
+                PlanStatus.QUEUED,
+                PlanStatus.RUNNING,
+            ),
+        )
+        return cur.rowcount == 1
+
+    def delete(self, plan_id: str) -> bool:
+        """Delete a finished plan and its report tables."""
+        cur = self._conn().execute(
+            "DELETE FROM plans WHERE id = ? AND status IN (?, ?, ?)", (plan_id, *FINISHED)
+        )
+        return cur.rowcount == 1
+
+    def report(self, plan_id: str, table: str) -> bytes | None:
+        row = self._conn().execute(
+            "SELECT parquet FROM reports WHERE plan_id = ? AND name = ?", (plan_id, table)
+        ).fetchone()
+        return bytes(row[0]) if row else None
+
+    def report_names(self, plan_id: str) -> list[str]:
+        rows = self._conn().execute(
+            "SELECT name FROM reports WHERE plan_id = ? ORDER BY name", (plan_id,)
+        )
+        return [name for (name,) in rows]
+
+    # -- job runners ------------------------------------------------------------------------
+
+    def claim(self, owner: str, lease_s: float) -> Claim | None:
+        """Atomically take the oldest queued plan and mark it running under ``owner``."""
+        now = self.clock()
+        row = self._conn().execute(
+            "UPDATE plans SET status = ?, started_at = ?, attempts = attempts + 1, "
+            "lease_owner = ?, lease_expires_at = ?, progress = NULL "
+            "WHERE seq = (SELECT seq FROM plans WHERE status = ? ORDER BY seq LIMIT 1) "
+            "AND status = ? RETURNING id, request, time_limit_s, attempts",
+            (
+                PlanStatus.RUNNING,
+                now,
+                owner,
+                now + lease_s,
+                PlanStatus.QUEUED,
+                PlanStatus.QUEUED,
+            ),
+        ).fetchone()
+        if row is None:
+            return None
+        return Claim(id=row[0], request=bytes(row[1]), time_limit_s=row[2], attempts=row[3])
+
+    def renew(self, owner: str, lease_s: float) -> None:
+        self._conn().execute(
+            "UPDATE plans SET lease_expires_at = ? WHERE lease_owner = ? AND status = ?",
+            (self.clock() + lease_s, owner, PlanStatus.RUNNING),
+        )
+
+    def statuses(self, plan_ids: Iterable[str]) -> dict[str, PlanStatus]:
+        """Current status of each id; an id missing from the answer was deleted."""
+        ids = list(plan_ids)
+        if not ids:
+            return {}
+        marks = ", ".join("?" * len(ids))
+        rows = self._conn().execute(f"SELECT id, status FROM plans WHERE id IN ({marks})", ids)
+        return {plan_id: PlanStatus(status) for plan_id, status in rows}
+
+    def set_progress(self, plan_id: str, owner: str, progress: str) -> None:
+        self._conn().execute(
+            "UPDATE plans SET progress = ? WHERE id = ? AND lease_owner = ? AND status = ?",
+            (progress, plan_id, owner, PlanStatus.RUNNING),
+        )
+
+    def finish_done(
+        self, plan_id: str, owner: str, plan: bytes, reports: Mapping[str, bytes]
+    ) -> bool:
+        """Store the plan and its report tables; False when the plan is no longer ours."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            cur = conn.execute(
+                "UPDATE plans SET status = ?, finished_at = ?, plan = ?, progress = NULL, "
+                "lease_owner = NULL WHERE id = ? AND lease_owner = ? AND status = ?",
+                (PlanStatus.DONE, self.clock(), plan, plan_id, owner, PlanStatus.RUNNING),
+            )
+            if cur.rowcount != 1:
+                conn.execute("ROLLBACK")
+                return False
+            conn.executemany(
+                "INSERT OR REPLACE INTO reports (plan_id, name, parquet) VALUES (?, ?, ?)",
+                [(plan_id, name, data) for name, data in reports.items()],
+            )
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def finish_failed(self, plan_id: str, owner: str, kind: FailureKind, reason: str) -> bool:
+        cur = self._conn().execute(
+            "UPDATE plans SET status = ?, finished_at = ?, failure_kind = ?, reason = ?, "
+            "progress = NULL, lease_owner = NULL WHERE id = ? AND lease_owner = ? AND status = ?",
+            (PlanStatus.FAILED, self.clock(), kind, reason, plan_id, owner, PlanStatus.RUNNING),
+        )
+        return cur.rowcount == 1
+
+    def release(self, owner: str) -> int:
+        """A runner stopping cleanly gives its running plans back (the attempt not counted)."""
+        cur = self._conn().execute(
+            "UPDATE plans SET status = ?, attempts = max(attempts - 1, 0), lease_owner = NULL, "
+            "lease_expires_at = NULL, progress = NULL WHERE lease_owner = ? AND status = ?",
+            (PlanStatus.QUEUED, owner, PlanStatus.RUNNING),
+        )
+        return cur.rowcount
+
+    def requeue_expired(self, max_attempts: int) -> int:
+        """Queue again the running plans whose runner stopped renewing its lease."""
+        return self._requeue("lease_expires_at < ?", (self.clock(),), max_attempts)
+
+    def requeue_running(self, max_attempts: int) -> int:
+        """At server start, before any runner exists: every running plan was interrupted."""
+        return self._requeue("1 = 1", (), max_attempts)
+
+    def _requeue(self, condition: str, args: tuple[float, ...], max_attempts: int) -> int:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "UPDATE plans SET status = ?, finished_at = ?, failure_kind = ?, reason = ?, "
+                "progress = NULL, lease_owner = NULL "
+                f"WHERE status = ? AND attempts >= ? AND {condition}",
+                (
+                    PlanStatus.FAILED,
+                    self.clock(),
+                    FailureKind.CRASH,
+                    f"interrupted by a server stop {max_attempts} times; not retried again",
+                    PlanStatus.RUNNING,
+                    max_attempts,
+                    *args,
+                ),
+            )
+            cur = conn.execute(
+                "UPDATE plans SET status = ?, lease_owner = NULL, lease_expires_at = NULL, "
+                f"progress = NULL WHERE status = ? AND {condition}",
+                (PlanStatus.QUEUED, PlanStatus.RUNNING, *args),
+            )
+            conn.execute("COMMIT")
+            return cur.rowcount
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _record(row: tuple[object, ...]) -> PlanRecord:
+    plan = row[12] if len(row) > 12 else None
+    return PlanRecord(
+        seq=row[0],  # type: ignore[arg-type]
+        id=row[1],  # type: ignore[arg-type]
+        name=row[2],  # type: ignore[arg-type]
+        status=PlanStatus(row[3]),
+        created_at=row[4],  # type: ignore[arg-type]
+        started_at=row[5],  # type: ignore[arg-type]
+        finished_at=row[6],  # type: ignore[arg-type]
+        time_limit_s=row[7],  # type: ignore[arg-type]
+        attempts=row[8],  # type: ignore[arg-type]
+        failure_kind=FailureKind(row[9]) if row[9] else None,
+        reason=row[10],  # type: ignore[arg-type]
+        progress=row[11],  # type: ignore[arg-type]
+        plan=bytes(plan) if plan is not None else None,  # type: ignore[arg-type]
+    )
