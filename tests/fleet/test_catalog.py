@@ -85,15 +85,15 @@ def test_every_source_key_names_a_field_and_says_something(catalog: Catalog, tab
         assert all(len(text) >= 10 for text in entry.sources.values()), entry.id
 
 
-def test_estimates_and_defaults_say_so(catalog: Catalog) -> None:
+def test_estimates_and_approximations_say_so(catalog: Catalog) -> None:
     for acc in catalog.accelerators.values():
-        assert (
-            "estimate" in acc.sources["scale_up_latency_us"]
-            or "docs" in acc.sources["scale_up_latency_us"]
-        )
+        assert "estimate" in acc.sources["scale_up_latency_us"], acc.id
         price = acc.sources["usd_per_hour"]
         assert "estimate" in price or "pricing" in price, acc.id
-        assert acc.sources["efficiency"], acc.id
+    for system in catalog.systems.values():
+        assert "estimate" in system.sources["scale_out_latency_us"], system.id
+    for model in catalog.models.values():
+        assert model.sources["quality"].startswith("approximation"), model.id
 
 
 def test_systems_and_accelerators_reference_each_other(catalog: Catalog) -> None:
