@@ -55,6 +55,10 @@ class Efficiency(Frozen, kw_only=True):
     flops_fraction: Fraction
     step_overhead_us: NonNegativeFloat
     link_bandwidth_fraction: Fraction = 0.7
+    layer_overhead_us: NonNegativeFloat = 0.0
+    """Fixed cost per layer per step (kernel launches and their synchronisation)."""
+    collective_overhead_us: NonNegativeFloat = 0.0
+    """Fixed cost per collective call (all-reduce, all-to-all) on top of the link latency."""
 
 
 class Accelerator(Frozen, kw_only=True):

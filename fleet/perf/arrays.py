@@ -86,7 +86,11 @@ class AcceleratorArrays:
     bandwidth_fraction: FloatArray
     flops_fraction: FloatArray
     step_overhead_s: FloatArray
+    layer_overhead_s: FloatArray
+    """Fixed cost per layer per step (kernel launches and synchronisation of its kernels)."""
     link_fraction: FloatArray
+    collective_overhead_s: FloatArray
+    """Fixed cost per collective call (launch, synchronisation), on top of the link latency."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,8 @@ class CatalogArrays:
         flops_fraction: float,
         step_overhead_s: float,
         link_fraction: float,
+        layer_overhead_s: float = 0.0,
+        collective_overhead_s: float = 0.0,
     ) -> CatalogArrays:
         """A copy with the efficiency factors of ``accelerator_ids`` replaced (calibration)."""
         acc = self.accelerators
@@ -126,6 +132,8 @@ class CatalogArrays:
             ("flops_fraction", flops_fraction),
             ("step_overhead_s", step_overhead_s),
             ("link_fraction", link_fraction),
+            ("layer_overhead_s", layer_overhead_s),
+            ("collective_overhead_s", collective_overhead_s),
         ):
             column = getattr(acc, name).copy()
             column[rows] = value
@@ -226,7 +234,9 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         bandwidth_fraction=col(lambda a: a.efficiency.bandwidth_fraction),
         flops_fraction=col(lambda a: a.efficiency.flops_fraction),
         step_overhead_s=col(lambda a: a.efficiency.step_overhead_us * 1e-6),
+        layer_overhead_s=col(lambda a: a.efficiency.layer_overhead_us * 1e-6),
         link_fraction=col(lambda a: a.efficiency.link_bandwidth_fraction),
+        collective_overhead_s=col(lambda a: a.efficiency.collective_overhead_us * 1e-6),
     )
 
 

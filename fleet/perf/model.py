@@ -15,10 +15,10 @@ Per configuration (docs/performance-model.md has the derivations):
    compute s = 2 x active params x tokens + attention FLOPs, at the precision's tensor rate
                (BF16 for weight-only formats such as FP4 on Hopper) x f_flops;
    comm s    = ``fleet.perf.comm.stage_comm_s``.
-   Stage time = max(compute, memory) + comm.
+   Stage time = roof(compute, memory) + comm, roof = a smooth max (``_roof``).
 3. Decode step of the replica (``step_s``): pp stage times (a stream's token passes every stage;
    the pp micro-batches keep every stage busy, so pp adds stages, not speed) + pp hops when pp > 1
-   + the fixed step overhead + the draft cost.
+   + the fixed step overhead (per step and per layer) + the draft cost.
 4. Aggregated serving (``tpot_s``): each decode step also carries the prefills of the requests
    that replace finished ones: batch x accepted / osl prefills of isl tokens per step, fused into
    the step (chunked prefill: their FLOPs add to compute, their weight reads are shared).
@@ -46,8 +46,23 @@ from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
 
 _BYTES = np.asarray([BYTES_PER_ELEMENT[p] for p in PRECISIONS])
 _BF16 = PRECISIONS.index("bf16")
+ROOF_SHARPNESS = 2.0
+"""p of the smooth roofline; preferred to max() (p = inf) by the calibration."""
 DRAFT_OVERHEAD_FRACTION = 0.1
 """Share of the fixed step overhead each draft step costs (a few kernel launches)."""
+
+
+def _roof(compute_s: FloatArray, memory_s: FloatArray) -> FloatArray:
+    """Smooth roofline: the ROOF_SHARPNESS-norm of compute and memory time.
+
+    >= max(compute, memory) (never faster than either roof), equal to it far from the ridge and
+    sqrt(2) x at the ridge, where real kernels neither stream at full bandwidth nor compute at
+    full rate.
+    """
+    hi = np.maximum(compute_s, memory_s)
+    lo = np.minimum(compute_s, memory_s)
+    ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
+    return hi * (1.0 + ratio**ROOF_SHARPNESS) ** (1.0 / ROOF_SHARPNESS)
 
 
 def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
@@ -146,7 +161,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     in_one_domain = (n * pp <= S.scale_up_domain[s]) & (n * pp <= S.devices_per_system[s])
     pp_link = np.where(in_one_domain, link, S.scale_out_bytes_per_s[s] * A.link_fraction[a])
     pp_latency = np.where(in_one_domain, hop, S.scale_out_latency_s[s])
-    overhead = A.step_overhead_s[a]
+    overhead = A.step_overhead_s[a] + A.layer_overhead_s[a] * layers
+    collective = A.collective_overhead_s[a]
 
     head_bytes = 2.0 * M.lm_head_params[m] / tp
     head_flops_per_token = 2.0 * M.lm_head_params[m] / tp
@@ -178,6 +194,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
             moe_layers=moe_stage,
             link_bytes_per_s=link,
             hop_s=hop,
+            call_s=collective,
         )
         hop_s = np.where(
             pp > 1,
@@ -194,7 +211,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     micro = batch / pp
     zero = np.zeros_like(micro)
     comp_d, mem_d, comm_d, hops_d = stage(micro * verify, zero, micro)
-    core_d = np.maximum(comp_d, mem_d)
+    core_d = _roof(comp_d, mem_d)
     draft_s = k_draft * (core_d / layers + head_bytes / bw + DRAFT_OVERHEAD_FRACTION * overhead)
     step_s = pp * (core_d + comm_d) + hops_d + overhead + draft_s
     accepted = np.where(
@@ -206,13 +223,13 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     # (4) aggregated serving: prefills of replacement requests ride in every step
     prefill_tokens = micro * accepted * isl / osl
     comp_a, mem_a, comm_a, hops_a = stage(micro * verify, prefill_tokens, micro)
-    agg_step = pp * (np.maximum(comp_a, mem_a) + comm_a) + hops_a + overhead + draft_s
+    agg_step = pp * (_roof(comp_a, mem_a) + comm_a) + hops_a + overhead + draft_s
     tpot = agg_step / accepted
 
     # (5) prefill of one request alone, TTFT floor, slot time, throughput
     one = np.ones_like(micro)
     comp_p, mem_p, comm_p, hops_p = stage(zero, isl, one)
-    prefill_s = pp * (np.maximum(comp_p, mem_p) + comm_p) + hops_p + overhead
+    prefill_s = pp * (_roof(comp_p, mem_p) + comm_p) + hops_p + overhead
     ttft = prefill_s + step_s
     request_s = ttft + (osl - 1.0) * tpot
     devices = (tp * dp * pp).astype(np.int64)
