@@ -53,7 +53,7 @@ class Pruned:
     """Surviving rows of one group and their per-period capacity."""
 
     rows: IntArray
-    """Indices into the group's configs."""
+    """Indices into the group's ``Columns``."""
     utilization_cap: FloatArray
     """(rows, periods)."""
     tokens_per_s_per_replica: FloatArray
@@ -125,40 +125,47 @@ def _period_frontier(spr: IntArray, capacity: FloatArray) -> BoolArray:
     return _undominated(ge, gt)
 
 
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """What pruning needs of the eligible rows of one group (one entry per row)."""
+
+    systems_per_unit: IntArray
+    """Systems per unit (a replica, or several packed onto one system)."""
+    tokens_per_s_per_unit: FloatArray
+    """Raw output tokens/s of a unit at a full batch, no headroom."""
+    request_s: FloatArray
+    ttft_floor_s: FloatArray
+
+
 def prune(
-    est: Estimate,
-    rows: IntArray,
-    slo: Slo,
-    requests_per_s: FloatArray,
-    osl: float,
-    chunk: int = 512,
+    cols: Columns, slo: Slo, requests_per_s: FloatArray, osl: float, chunk: int = 512
 ) -> Pruned:
-    """Pareto-prune the eligible ``rows`` of one group; ``requests_per_s``: (periods,) the load
-    that sizes the TTFT headroom."""
-    spr = est.systems_per_replica[rows]
-    raw = est.tokens_per_s_per_replica[rows]
-    request_s = est.request_s[rows]
-    floor_s = est.ttft_floor_s[rows]
+    """Pareto-prune the eligible rows of one group; ``requests_per_s``: (periods,) the load that
+    sizes the TTFT headroom. ``Pruned.rows`` index into ``cols``."""
+    spr = cols.systems_per_unit
+    raw = cols.tokens_per_s_per_unit
+    request_s = cols.request_s
+    floor_s = cols.ttft_floor_s
     periods = requests_per_s.shape[0]
+    everything = np.arange(spr.shape[0])
     if slo.max_ttft_s is None:
-        keep = _static_frontier(spr, raw, np.zeros_like(raw), np.zeros_like(raw))
-        kept = rows[keep]
+        zeros = np.zeros_like(raw)
+        kept = everything[_static_frontier(spr, raw, zeros, zeros)]
         cap = np.ones((kept.shape[0], periods))
-        return Pruned(kept, cap, est.tokens_per_s_per_replica[kept][:, None] * cap)
+        return Pruned(kept, cap, raw[kept][:, None] * cap)
     slots = raw * request_s / osl
-    keep = np.zeros(rows.shape[0], dtype=bool)
-    # The static pass is quadratic; take it in chunks (survivors of each chunk compete again).
+    # The static pass is quadratic; take it in chunks (survivors of each chunk compete again,
+    # which is exact because dominance is transitive).
     order = np.argsort(-slots / np.maximum(spr, 1), kind="stable")
     survivors = np.empty(0, dtype=np.int64)
     for start in range(0, order.shape[0], chunk):
         pool = np.concatenate([survivors, order[start : start + chunk]])
         mask = _static_frontier(spr[pool], slots[pool], request_s[pool], floor_s[pool])
         survivors = pool[mask]
-    keep[survivors] = True
-    idx = np.flatnonzero(keep)
+    idx = np.sort(survivors)
     erlangs = requests_per_s[None, :] * request_s[idx, None]
     slack = (slo.max_ttft_s - floor_s[idx])[:, None]
     cap = utilization_cap(erlangs, slack, request_s[idx, None], slo.ttft_quantile)
     capacity = raw[idx, None] * cap
     final = _period_frontier(spr[idx], capacity)
-    return Pruned(rows[idx[final]], cap[final], capacity[final])
+    return Pruned(idx[final], cap[final], capacity[final])

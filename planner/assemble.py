@@ -1,0 +1,212 @@
+"""Assemble the Plan from the solver's arrays and the build's side tables.
+
+The solver speaks in indices (combo, candidate, period); the plan speaks in the business's names
+(pool, family, tier, model, layout, USD). Money over a period = rate x period seconds. TTFT at the
+planned load is computed per assignment from its own batch slots (n = replicas x batch cap) and
+served load (Erlang C, ``planner.queueing``), so it is at least what the pooled router achieves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleet.catalog.schema import PRECISIONS
+from planner.build import Built
+from planner.plan import Assignment, Binding, Flow, Plan, PoolUsage, TierPrice
+from planner.queueing import wait_quantile_s
+from planner.solution import SolveResult, SolveStatus
+
+
+def infeasible_plan(built: Built) -> Plan:
+    """The plan of a scenario that cannot be served as asked: reasons, no solve."""
+    n = len(built.reasons)
+    return Plan(
+        scenario=built.scenario.meta.name,
+        status=SolveStatus.INFEASIBLE,
+        message=f"infeasible before solving: {n} tier{'s' if n != 1 else ''} cannot be served",
+        objective_usd=0.0,
+        revenue_usd=0.0,
+        cost_usd=0.0,
+        penalty_usd=0.0,
+        margin_usd=0.0,
+        bound_usd=0.0,
+        gap=0.0,
+        solve_s=0.0,
+        build_s=built.build_s,
+        period_hours=float(built.scenario.options.period_hours),
+        periods=_periods(built),
+        reasons=built.reasons,
+        warnings=built.warnings,
+    )
+
+
+def _periods(built: Built) -> int:
+    s = built.scenario
+    return s.demand[0].hours // s.options.period_hours
+
+
+def assemble_plan(built: Built, result: SolveResult) -> Plan:
+    """Name every figure of ``result``; partial values are never read (no plan, no figures)."""
+    assert built.tables is not None and built.candidates is not None and built.demand is not None
+    has_plan = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+    base = {
+        "scenario": built.scenario.meta.name,
+        "status": result.status,
+        "message": result.message,
+        "objective_usd": result.objective_usd if has_plan else 0.0,
+        "revenue_usd": result.revenue_usd if has_plan else 0.0,
+        "cost_usd": result.cost_usd if has_plan else 0.0,
+        "penalty_usd": result.penalty_usd if has_plan else 0.0,
+        "margin_usd": result.revenue_usd - result.cost_usd if has_plan else 0.0,
+        "bound_usd": result.bound_usd,
+        "gap": result.gap,
+        "solve_s": result.solve_s,
+        "build_s": built.build_s + result.build_s,
+        "period_hours": built.tables.period_hours,
+        "periods": built.tables.periods,
+        "reasons": built.reasons,
+        "warnings": built.warnings,
+    }
+    if not has_plan:
+        return Plan(**base)
+    return Plan(
+        **base,
+        prices=_prices(built, result),
+        assignments=_assignments(built, result),
+        flows=_flows(built, result),
+        pool_usage=_pool_usage(built, result),
+        binding=tuple(
+            Binding(kind=b.kind, key=b.key, shadow_price_usd=b.shadow_price_usd)
+            for b in result.binding
+        ),
+    )
+
+
+def _prices(built: Built, result: SolveResult) -> tuple[TierPrice, ...]:
+    t, info, s = built.tables, built.demand, built.scenario
+    assert t is not None and info is not None
+    d, offers = t.demand, t.demand.offers
+    out = []
+    for f, family in enumerate(s.families):
+        combo = int(result.combo[f])
+        for k, tier in enumerate(s.tiers):
+            o = int(d.combo_offer[combo, k])
+            if o < 0:
+                continue
+            m = float(offers.multiplier[o])
+            out.append(
+                TierPrice(
+                    family=family.id,
+                    tier=tier.id,
+                    variant=info.variant_model[int(offers.variant[o])],
+                    multiplier=m,
+                    usd_per_m_input_tokens=m * family.usd_per_m_input_tokens,
+                    usd_per_m_output_tokens=m * family.usd_per_m_output_tokens,
+                    reference_multiplier=tier.reference_multiplier,
+                )
+            )
+    return tuple(out)
+
+
+def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
+    t, det, info, s = built.tables, built.candidates, built.demand, built.scenario
+    assert t is not None and det is not None and info is not None
+    cand = t.candidates
+    c_idx, p_idx = np.nonzero(result.replicas > 0)
+    units = result.replicas[c_idx, p_idx]
+    served = result.served_tokens_per_s[c_idx, p_idx]
+    replicas = units * det.replicas_per_unit[c_idx]
+    raw = units * det.raw_tokens_per_s_per_replica[c_idx] * det.replicas_per_unit[c_idx]
+    slots = replicas * det.configs.batch[c_idx]
+    erlangs = served / det.output_tokens[c_idx] * det.request_s[c_idx]
+    has_slo = ~np.isnan(det.ttft_slo_s[c_idx])
+    wait = wait_quantile_s(slots, erlangs, det.request_s[c_idx], det.ttft_quantile[c_idx])
+    ttft_s = det.ttft_floor_s[c_idx] + np.where(has_slo, wait, 0.0)
+    systems = units * cand.systems_per_replica[c_idx]
+    cost = systems * t.inventory.usd_per_system_hour[cand.pool[c_idx]] * t.period_hours
+    cfg = det.configs
+    out = []
+    for i, (c, p) in enumerate(zip(c_idx.tolist(), p_idx.tolist(), strict=True)):
+        out.append(
+            Assignment(
+                period=p,
+                pool=t.inventory.pool_ids[int(cand.pool[c])],
+                family=s.families[int(cand.family[c])].id,
+                tier=s.tiers[int(cand.tier[c])].id,
+                variant=info.variant_model[int(cand.variant[c])],
+                tp=int(cfg.tp[c]),
+                pp=int(cfg.pp[c]),
+                dp=int(cfg.dp[c]),
+                ep=int(cfg.ep[c]),
+                precision=PRECISIONS[int(cfg.weight_precision[c])],
+                kv_precision=PRECISIONS[int(cfg.kv_precision[c])],
+                batch_cap=int(cfg.batch[c]),
+                spec_draft_tokens=int(cfg.spec_draft_tokens[c]),
+                replicas=int(replicas[i]),
+                systems=int(systems[i]),
+                served_tokens_per_s=float(served[i]),
+                capacity_tokens_per_s=float(units[i] * cand.tokens_per_s_per_replica[c, p]),
+                utilization=float(served[i] / raw[i]) if raw[i] > 0 else 0.0,
+                tokens_per_s_per_user=float(det.tokens_per_s_per_user[c]),
+                ttft_ms=float(ttft_s[i] * 1e3) if np.isfinite(ttft_s[i]) else -1.0,
+                cost_usd=float(cost[i]),
+            )
+        )
+    out.sort(key=lambda a: (a.period, a.pool, a.family, a.tier))
+    return tuple(out)
+
+
+def _flows(built: Built, result: SolveResult) -> tuple[Flow, ...]:
+    t, info, s = built.tables, built.demand, built.scenario
+    assert t is not None and info is not None
+    d, cand = t.demand, t.candidates
+    n_f, n_k, n_t = len(s.families), len(s.tiers), t.periods
+    served = np.zeros((n_f, n_k, n_t))
+    np.add.at(served, (cand.family, cand.tier), result.served_tokens_per_s)
+    seconds = t.period_hours * 3600.0
+    out = []
+    for f, family in enumerate(s.families):
+        combo = int(result.combo[f])
+        for k, tier in enumerate(s.tiers):
+            o = int(d.combo_offer[combo, k])
+            if o < 0:
+                continue
+            demand = d.tokens_per_s[combo, k]
+            price = d.offers.usd_per_output_token[o]
+            for p in range(n_t):
+                out.append(
+                    Flow(
+                        family=family.id,
+                        tier=tier.id,
+                        period=p,
+                        demand_tokens_per_s=float(demand[p]),
+                        served_tokens_per_s=float(served[f, k, p]),
+                        unserved_tokens_per_s=float(result.unserved_tokens_per_s[f, k, p]),
+                        demand_requests_per_s=float(demand[p] / info.mean_output_tokens[f]),
+                        revenue_usd=float(served[f, k, p] * price[p] * seconds),
+                    )
+                )
+    return tuple(out)
+
+
+def _pool_usage(built: Built, result: SolveResult) -> tuple[PoolUsage, ...]:
+    t = built.tables
+    assert t is not None
+    inv, cand = t.inventory, t.candidates
+    used = np.zeros(inv.systems_available.shape, dtype=np.int64)
+    np.add.at(used, cand.pool, result.replicas * cand.systems_per_replica[:, None])
+    out = []
+    for h, pool in enumerate(inv.pool_ids):
+        for p in range(t.periods):
+            available = int(inv.systems_available[h, p])
+            out.append(
+                PoolUsage(
+                    pool=pool,
+                    period=p,
+                    systems_available=available,
+                    systems_used=int(used[h, p]),
+                    utilization=used[h, p] / available if available else 0.0,
+                    cost_usd=float(used[h, p] * inv.usd_per_system_hour[h] * t.period_hours),
+                )
+            )
+    return tuple(out)

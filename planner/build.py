@@ -1,0 +1,300 @@
+"""Scenario + catalog -> PlanningTables (what the solver sees) + the details the plan needs.
+
+Steps:
+1. Inventory per pool and period: count x availability x outages per hour; a period keeps the
+   systems usable through all its hours (the minimum), floored. Cost per system-hour: the pool's
+   override, else the catalog system's price, else devices x the accelerator's price.
+2. Performance: each (variant model, pool system, family token profile) is estimated once over
+   the scenario's search grid (``fleet.perf.grid.evaluate_grid``); prefill sees the effective
+   input length isl x (1 - prefix-cache hit rate).
+3. SLO filter per (family, tier, variant, pool) (``planner.candidates.eligible``). A sold tier
+   that no variant can serve on any pool gets a planner's sentence (``planner.reasons``); with
+   ``allow_unserved_tiers`` false the scenario is infeasible by construction and nothing is solved.
+4. Demand (``planner.demand.build_demand``), without the offers no candidate can serve.
+5. Units: a replica smaller than a system is packed with its copies onto whole systems (8
+   one-GPU replicas on an 8-GPU node), so the tables count whole systems; ``replicas_per_unit``
+   says how many model replicas one table "replica" is.
+6. Headroom and pruning per group, against the tier's lowest demand over price cards in each
+   period (``planner.candidates.prune``): the headroom then holds whichever card is chosen.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+from typing import TypeVar
+
+import numpy as np
+
+from fleet.catalog.load import Catalog
+from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.perf.grid import evaluate_grid
+from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
+from planner.candidates import Columns, Slo, eligible, prune
+from planner.demand import DemandInfo, build_demand, offer_speed
+from planner.reasons import GroupTrace, unserved_sentence
+from planner.scenario import HOURS_PER_WEEK, Pool, Scenario
+from planner.scenario_check import check_catalog, family_variants, horizon_hours
+from planner.tables import Candidates, Demand, Inventory, PlanningTables
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateDetails:
+    """Side table of the candidates, row for row with ``PlanningTables.candidates``."""
+
+    configs: Configs
+    tokens_per_s_per_user: FloatArray
+    ttft_floor_s: FloatArray
+    request_s: FloatArray
+    raw_tokens_per_s_per_replica: FloatArray
+    """Without queueing headroom (a full batch, closed loop)."""
+    utilization_cap: FloatArray
+    """(cands, periods)."""
+    ttft_slo_s: FloatArray
+    """(cands,): the tier's TTFT SLO; nan when the tier has none."""
+    ttft_quantile: FloatArray
+    output_tokens: FloatArray
+    """(cands,): mean output tokens per request of the candidate's family."""
+    replicas_per_unit: IntArray
+    """(cands,): model replicas packed into one table "replica" (a unit of whole systems):
+    devices_per_system // devices_per_replica for replicas smaller than a system, else 1. The
+    tables' systems_per_replica and tokens_per_s_per_replica are per unit."""
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    scenario: Scenario
+    tables: PlanningTables | None
+    """None when the scenario is infeasible by construction (see ``reasons``)."""
+    candidates: CandidateDetails | None
+    demand: DemandInfo | None
+    reasons: tuple[str, ...]
+    warnings: tuple[str, ...]
+    build_s: float
+
+
+def pool_hourly_systems(pool: Pool, hours: int) -> FloatArray:
+    """Systems usable in each hour (fractional)."""
+    frac = np.ones(hours)
+    if pool.availability is not None:
+        weekly = np.asarray(pool.availability, dtype=np.float64)
+        frac = np.tile(weekly, hours // HOURS_PER_WEEK) if weekly.shape[0] != hours else weekly
+    for outage in pool.outages:
+        span = slice(outage.start_hour, min(outage.end_hour, hours))
+        frac[span] = np.minimum(frac[span], outage.fraction_available)
+    return pool.count * frac
+
+
+def build_inventory(s: Scenario, catalog: Catalog) -> Inventory:
+    hours = horizon_hours(s)
+    ph = s.options.period_hours
+    hourly = np.stack([pool_hourly_systems(p, hours) for p in s.fleet.pools])
+    per_period = hourly.reshape(len(s.fleet.pools), -1, ph).min(axis=2)
+    cost = []
+    for pool in s.fleet.pools:
+        system = catalog.system(pool.system)
+        accelerator = catalog.accelerator(system.accelerator)
+        cost.append(
+            pool.usd_per_hour
+            or system.usd_per_hour
+            or system.devices_per_system * accelerator.usd_per_hour
+        )
+    return Inventory(
+        pool_ids=tuple(p.id for p in s.fleet.pools),
+        systems_available=np.floor(per_period + 1e-9).astype(np.int64),
+        usd_per_system_hour=np.asarray(cost, dtype=np.float64),
+    )
+
+
+def _packing(est: Estimate, rows: IntArray, devices_per_system: int) -> IntArray:
+    """Replicas per unit: as many as fit on one system when a replica is smaller than one."""
+    devices = est.devices_per_replica[rows]
+    return np.where(devices < devices_per_system, devices_per_system // devices, 1).astype(np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    family: int
+    tier: int
+    model: str
+    pool: int
+    key: tuple[str, str, int, int]
+    rows: IntArray
+    slo: Slo
+
+
+def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) -> Built:
+    """Everything the solver and the plan need, or the reasons the scenario cannot be planned."""
+    start = time.perf_counter()
+    check_catalog(s, catalog)
+    arrays = arrays if arrays is not None else build_arrays(catalog)
+    inventory = build_inventory(s, catalog)
+    pool_max = inventory.systems_available.max(axis=1)
+    quality = {m.id: m.quality for m in catalog.models.values()}
+    demand_of = {d.family: d for d in s.demand}
+    search = s.options.search
+    estimates: dict[tuple[str, str, int, int], tuple[Configs, Estimate]] = {}
+    groups: list[_Group] = []
+    traces: dict[tuple[int, int, str], GroupTrace] = {}
+    promise = {
+        (f, v.model): v.min_tokens_per_s_per_user
+        for f, fam in enumerate(s.families)
+        for v in fam.variants
+    }
+    for f, fam in enumerate(s.families):
+        d = demand_of[fam.id]
+        isl = max(1, round(d.mean_input_tokens * (1.0 - d.prefix_cache_hit_rate)))
+        osl = max(1, round(d.mean_output_tokens))
+        for k, tier in enumerate(s.tiers):
+            if tier.id not in d.choice.reference_shares:
+                continue
+            for model in family_variants(s, f, k):
+                slo = Slo(
+                    min_tokens_per_s_per_user=offer_speed(s, k, promise.get((f, model))),
+                    max_ttft_s=None if tier.max_ttft_ms is None else tier.max_ttft_ms / 1e3,
+                    ttft_quantile=tier.ttft_percentile / 100.0,
+                )
+                trace = traces.setdefault((f, k, model), GroupTrace())
+                for p, pool in enumerate(s.fleet.pools):
+                    key = (model, pool.system, isl, osl)
+                    if key not in estimates:
+                        estimates[key] = evaluate_grid(
+                            catalog,
+                            arrays,
+                            model,
+                            pool.system,
+                            batches=search.batch_caps,
+                            precisions=search.precisions,
+                            isl=isl,
+                            osl=osl,
+                            spec=tuple((o.draft_tokens, o.acceptance) for o in search.speculative),
+                        )
+                    configs, est = estimates[key]
+                    mask = eligible(est, slo)
+                    mask &= est.systems_per_replica <= pool_max[p]
+                    trace.observe(pool.id, int(pool_max[p]), configs, est, slo)
+                    rows = np.flatnonzero(mask)
+                    if rows.size:
+                        groups.append(_Group(f, k, model, p, key, rows, slo))
+    servable = {(g.family, g.tier, g.model) for g in groups}
+    unservable = frozenset(key for key in traces if key not in servable)
+    reasons: list[str] = []
+    for f in range(len(s.families)):
+        for k, tier in enumerate(s.tiers):
+            models = [m for (ff, kk, m) in traces if ff == f and kk == k]
+            if models and all((f, k, m) in unservable for m in models):
+                reasons.extend(unserved_sentence(m, tier, traces[(f, k, m)]) for m in models)
+    warnings: list[str] = []
+    if reasons and not s.options.allow_unserved_tiers:
+        return Built(s, None, None, None, tuple(reasons), (), time.perf_counter() - start)
+    warnings.extend(f"planned as unserved: {r}" for r in reasons)
+    demand, info = build_demand(s, quality, unservable)
+    warnings.extend(info.warnings)
+    # Lowest demand of each (family, tier, period) over the family's price cards, requests/s.
+    lowest = np.zeros((len(s.families), len(s.tiers), inventory.systems_available.shape[1]))
+    for f in range(len(s.families)):
+        rows = demand.tokens_per_s[demand.combo_family == f]
+        lowest[f] = rows.min(axis=0) / info.mean_output_tokens[f]
+    variant_index = {
+        (int(info.variant_family[i]), info.variant_model[i]): i
+        for i in range(len(info.variant_model))
+    }
+    parts: list[dict[str, np.ndarray]] = []
+    chosen: list[tuple[Configs, Estimate]] = []
+    for g in groups:
+        configs, est = estimates[g.key]
+        osl = float(g.key[3])
+        devices_per_system = catalog.system(g.key[1]).devices_per_system
+        pack = _packing(est, g.rows, devices_per_system)
+        cols = Columns(
+            systems_per_unit=-(-est.devices_per_replica[g.rows] * pack // devices_per_system),
+            tokens_per_s_per_unit=est.tokens_per_s_per_replica[g.rows] * pack,
+            request_s=est.request_s[g.rows],
+            ttft_floor_s=est.ttft_floor_s[g.rows],
+        )
+        kept = prune(cols, g.slo, lowest[g.family, g.tier], osl)
+        rows = g.rows[kept.rows]
+        n = kept.rows.shape[0]
+        chosen.append((configs.take(rows), est.take(rows)))
+        parts.append(
+            {
+                "pool": np.full(n, g.pool),
+                "family": np.full(n, g.family),
+                "tier": np.full(n, g.tier),
+                "variant": np.full(n, variant_index[(g.family, g.model)]),
+                "pack": pack[kept.rows],
+                "spu": cols.systems_per_unit[kept.rows],
+                "capacity": kept.tokens_per_s_per_replica,
+                "cap": kept.utilization_cap,
+                "ttft_slo": np.full(n, np.nan if g.slo.max_ttft_s is None else g.slo.max_ttft_s),
+                "quantile": np.full(n, g.slo.ttft_quantile),
+                "osl": np.full(n, osl),
+            }
+        )
+    tables, details = _assemble(parts, chosen, inventory, demand, s)
+    return Built(
+        s, tables, details, info, tuple(reasons), tuple(warnings), time.perf_counter() - start
+    )
+
+
+def _assemble(
+    parts: list[dict[str, np.ndarray]],
+    chosen: list[tuple[Configs, Estimate]],
+    inventory: Inventory,
+    demand: Demand,
+    s: Scenario,
+) -> tuple[PlanningTables, CandidateDetails]:
+    periods = inventory.systems_available.shape[1]
+
+    def cat(name: str, dtype: type, shape: tuple[int, ...] = ()) -> np.ndarray:
+        if not parts:
+            return np.zeros((0, *shape), dtype=dtype)
+        return np.concatenate([p[name] for p in parts]).astype(dtype)
+
+    configs = _concat(Configs, [c for c, _ in chosen])
+    est = _concat(Estimate, [e for _, e in chosen])
+    pool = cat("pool", np.int64)
+    spr = cat("spu", np.int64)
+    max_systems = inventory.systems_available.max(axis=1)
+    candidates = Candidates(
+        pool=pool,
+        family=cat("family", np.int64),
+        tier=cat("tier", np.int64),
+        variant=cat("variant", np.int64),
+        systems_per_replica=spr,
+        tokens_per_s_per_replica=cat("capacity", np.float64, (periods,)),
+        max_replicas=(max_systems[pool] // np.maximum(spr, 1)).astype(np.int64),
+    )
+    tables = PlanningTables(
+        inventory=inventory,
+        demand=demand,
+        candidates=candidates,
+        period_hours=float(s.options.period_hours),
+    )
+    details = CandidateDetails(
+        configs=configs,
+        tokens_per_s_per_user=est.tokens_per_s_per_user,
+        ttft_floor_s=est.ttft_floor_s,
+        request_s=est.request_s,
+        raw_tokens_per_s_per_replica=est.tokens_per_s_per_replica,
+        utilization_cap=cat("cap", np.float64, (periods,)),
+        ttft_slo_s=cat("ttft_slo", np.float64),
+        ttft_quantile=cat("quantile", np.float64),
+        output_tokens=cat("osl", np.float64),
+        replicas_per_unit=cat("pack", np.int64),
+    )
+    return tables, details
+
+
+T = TypeVar("T", Configs, Estimate)
+
+
+def _concat(kind: type[T], parts: list[T]) -> T:
+    """Row-wise concatenation of column dataclasses (empty columns when there are no parts)."""
+    columns = {}
+    for f in fields(kind):
+        if parts:
+            columns[f.name] = np.concatenate([getattr(p, f.name) for p in parts])
+        else:
+            columns[f.name] = np.zeros(0)
+    return kind(**columns)

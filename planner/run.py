@@ -1,0 +1,59 @@
+"""The planner's one entry point: scenario + catalog -> Plan.
+
+The CLI (``farebox plan``), ``farebox check``, the report and the REST API all call
+``plan_scenario``. It builds the tables (``planner.build``); a scenario that cannot be served as
+asked (a sold tier no configuration can serve, with ``allow_unserved_tiers`` false) comes back as
+an infeasible Plan with the reasons, without solving. Otherwise the solver (``planner.solve``)
+runs with the scenario's options, and ``planner.assemble`` names the result.
+
+``load_scenario`` and ``decode_scenario`` (from ``planner.scenario_check``) parse scenarios.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fleet.catalog.load import Catalog
+from fleet.perf.arrays import CatalogArrays
+from planner.assemble import assemble_plan, infeasible_plan
+from planner.build import build
+from planner.plan import Plan
+from planner.scenario import Scenario
+from planner.scenario_check import decode_scenario, load_scenario
+from planner.solution import ProgressCallback, SolveOptions, SolveResult
+from planner.tables import PlanningTables
+
+Solver = Callable[[PlanningTables, SolveOptions, ProgressCallback | None], SolveResult]
+
+__all__ = ["Solver", "decode_scenario", "load_scenario", "plan_scenario", "solve_options"]
+
+
+def solve_options(scenario: Scenario, time_limit_s: float | None = None) -> SolveOptions:
+    """The scenario's solver options; ``time_limit_s`` overrides the file's."""
+    o = scenario.options
+    return SolveOptions(
+        time_limit_s=o.time_limit_s if time_limit_s is None else time_limit_s,
+        gap_target=o.gap_target,
+        method=o.method,
+        reconfiguration_limit=o.reconfiguration_limit,
+    )
+
+
+def plan_scenario(
+    scenario: Scenario,
+    catalog: Catalog,
+    *,
+    time_limit_s: float | None = None,
+    progress: ProgressCallback | None = None,
+    arrays: CatalogArrays | None = None,
+    solver: Solver | None = None,
+) -> Plan:
+    """Plan ``scenario`` on ``catalog``. ``arrays`` (``fleet.perf.build_arrays(catalog)``) may be
+    passed to reuse them across calls; ``solver`` defaults to ``planner.solve.solve``."""
+    built = build(scenario, catalog, arrays)
+    if built.tables is None:
+        return infeasible_plan(built)
+    if solver is None:
+        from planner.solve import solve as solver
+    result = solver(built.tables, solve_options(scenario, time_limit_s), progress)
+    return assemble_plan(built, result)
