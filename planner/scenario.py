@@ -17,6 +17,7 @@ written. ``planner.build`` converts to SI.
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Annotated, Literal
 
 from msgspec import Meta, Struct
@@ -52,6 +53,9 @@ class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
 class ScenarioMeta(Frozen, kw_only=True):
     name: Name
     description: str = ""
+    start_date: date | None = None
+    """First day of the horizon (hour 0 = 00:00 that day, day 0 of the weekly profile). Only
+    reports use it, to date their weeks; default ``planner.report.frames.DEFAULT_START``."""
 
 
 class Speculative(Frozen, kw_only=True):
