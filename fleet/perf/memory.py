@@ -1,13 +1,12 @@
 """Memory per device: weights per shard, KV cache, workspace, and the largest batch that fits.
 
 Conventions (docs/performance-model.md):
-- A replica has pp pipeline stages of tp x dp devices; each stage holds ceil(layers / pp) layers
-  (the fullest stage is the one that must fit).
+- A replica has pp pipeline stages of tp x dp devices, balanced by bytes: each holds layers / pp
+  of the layers and of the embedding tables (deployments split unevenly dividing layers so).
 - Attention, dense FFNs, shared experts and routers are split by tp and replicated over the dp
   attention ranks; routed experts are split over all tp x dp devices of the stage (ep groups of
   experts, each expert tensor-parallel over tp x dp / ep devices: same bytes per device).
-- Embedding and LM head stay in BF16, split by tp; with pp > 1 the first stage holds the embedding
-  and the last the head (the larger of the two counts).
+- Embedding and LM head stay in BF16, split by tp (and spread over the stages with the layers).
 - KV cache: every stream of the replica keeps isl + osl (+ draft) tokens in each of its stage's
   layers, on its dp rank only. GQA splits KV heads over tp (replicated once tp exceeds them); MLA's
   latent is replicated on every tp rank. Sliding-window layers hold at most the window.
@@ -61,17 +60,14 @@ def weight_bytes_per_device(
     devices_per_stage: FloatArray,
     pp: FloatArray,
 ) -> FloatArray:
-    """Bytes of weights on the fullest device of the replica."""
+    """Bytes of weights per device (stages balanced by bytes)."""
     linear = (
         weight_bytes_per_param
         * stage_fraction
         * (replicated_params / tp + expert_params / devices_per_stage)
     )
-    head_untied = lm_head_params * (1.0 - tied)
-    tables = np.where(
-        pp == 1, embedding_params + head_untied, np.maximum(embedding_params, head_untied)
-    )
-    return linear + EMBEDDING_BYTES * tables / tp
+    tables = embedding_params + lm_head_params * (1.0 - tied)
+    return linear + EMBEDDING_BYTES * tables / (tp * pp)
 
 
 def memory_terms(

@@ -109,12 +109,16 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
 
     # Shapes of one pipeline stage.
     n = tp * dp
-    stage_layers = np.ceil(layers / pp)
-    frac = stage_layers / layers
-    moe_stage = M.moe_layers[m] * frac
-    dense_stage = stage_layers - moe_stage
+    # Stages are balanced by bytes (layers / pp each, split inside a layer when pp does not divide
+    # the layers, as SRAM pipelines do); a token passes every stage, so pp stages = the model once.
+    frac = 1.0 / pp
     sliding_stage = M.sliding_layers[m] * frac
-    full_stage = stage_layers - sliding_stage
+    full_stage = layers * frac - sliding_stage
+    tfrac = frac
+    moe_t = M.moe_layers[m] * tfrac
+    dense_t = layers * tfrac - moe_t
+    sliding_t = M.sliding_layers[m] * tfrac
+    full_t = layers * tfrac - sliding_t
     window = M.sliding_window[m]
 
     # (memory) weights, KV, workspace
@@ -169,18 +173,18 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     touched_log = np.log1p(-np.minimum(M.active_expert_fraction[m], 1.0 - 1e-12))
     active_experts = experts * M.active_expert_fraction[m]
     attn_per_ctx = M.attention_flops_per_token_ctx_layer[m] / tp
-    ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_stage, sliding_stage, window)
-    ctx_prefill = kv_tokens_held(0.5 * isl, full_stage, sliding_stage, window)
+    ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_t, sliding_t, window)
+    ctx_prefill = kv_tokens_held(0.5 * isl, full_t, sliding_t, window)
     kv_read_per_stream = kv_per_layer_token * ctx_decode
 
     def stage(decode_tokens: FloatArray, prefill_tokens: FloatArray, streams: FloatArray):
         """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks)."""
         tokens = decode_tokens + prefill_tokens
         touched = -np.expm1(tokens * touched_log)
-        weight_read = wbytes * frac * (replicated / tp + experts * touched / n) + head_bytes
+        weight_read = wbytes * tfrac * (replicated / tp + experts * touched / n) + head_bytes / pp
         memory_s = (weight_read + kv_read_per_stream * streams / dp) / bw
-        linear = 2.0 * frac * (tokens / dp * replicated / tp + tokens * active_experts / n)
-        linear = linear + decode_tokens / dp * head_flops_per_token
+        linear = 2.0 * tfrac * (tokens / dp * replicated / tp + tokens * active_experts / n)
+        linear = linear + decode_tokens / dp * head_flops_per_token / pp
         attention = attn_per_ctx / dp * (decode_tokens * ctx_decode + prefill_tokens * ctx_prefill)
         compute_s = linear / flops + attention / attn_flops_rate
         comm_s = stage_comm_s(
@@ -190,8 +194,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
             ep=ep,
             hidden_size=hidden,
             experts_per_token=M.experts_per_token[m],
-            dense_layers=dense_stage,
-            moe_layers=moe_stage,
+            dense_layers=dense_t,
+            moe_layers=moe_t,
             link_bytes_per_s=link,
             hop_s=hop,
             call_s=collective,
@@ -212,7 +216,9 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     zero = np.zeros_like(micro)
     comp_d, mem_d, comm_d, hops_d = stage(micro * verify, zero, micro)
     core_d = _roof(comp_d, mem_d)
-    draft_s = k_draft * (core_d / layers + head_bytes / bw + DRAFT_OVERHEAD_FRACTION * overhead)
+    draft_s = k_draft * (
+        pp * core_d / layers + head_bytes / bw + DRAFT_OVERHEAD_FRACTION * overhead
+    )
     step_s = pp * (core_d + comm_d) + hops_d + overhead + draft_s
     accepted = np.where(
         k_draft > 0,

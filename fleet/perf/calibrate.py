@@ -1,0 +1,191 @@
+"""Fit the shared efficiency factors of a family of accelerators on measured serving runs.
+
+One set of physics factors for all rows of the family (Hopper: h100-sxm and h200-sxm share
+silicon and software): achievable fraction of memory bandwidth, of peak FLOPs and of link
+bandwidth, a fixed overhead per step, per layer and per collective call. No per-row, per-model or
+per-backend factor: the model must carry to accelerators and models the file does not contain.
+
+Objective: least squares on log errors of TPOT and of tokens/s per GPU (both count equally), with
+a soft-L1 loss so that the few saturated runs (engine queueing beyond its KV capacity, runs whose
+TPOT falls as concurrency rises) do not steer the fit. Rows the model rejects (layouts spanning
+more than one 8-GPU NVLink domain, concurrency beyond the KV capacity) are left out and counted.
+
+Re-run (prints the factors for fleet/data/accelerators.toml and the error tables):
+
+    python -m fleet.perf.calibrate [--csv PATH] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from fleet.catalog import Catalog, load_catalog
+from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
+from fleet.perf.model import estimate
+from fleet.perf.types import FloatArray, Problem
+
+HOPPER = ("h100-sxm", "h200-sxm")
+FACTOR_NAMES = (
+    "bandwidth_fraction",
+    "flops_fraction",
+    "step_overhead_us",
+    "link_bandwidth_fraction",
+    "layer_overhead_us",
+    "collective_overhead_us",
+)
+_START = (0.7, 0.5, 200.0, 0.5, 10.0, 5.0)
+_LOWER = (0.05, 0.05, 0.0, 0.05, 0.0, 0.0)
+_UPPER = (1.0, 1.0, 5000.0, 1.0, 500.0, 100.0)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, slots=True)
+class Errors:
+    """Signed relative errors (model / measured - 1) of the rows the model evaluates."""
+
+    rows: np.ndarray
+    """Indices into the measured runs."""
+    tpot: FloatArray
+    tokens_per_s_per_gpu: FloatArray
+    excluded: dict[str, int]
+    """Rows left out, by ``Problem`` name."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorSummary:
+    group: str
+    rows: int
+    tpot_median: float
+    tpot_p90: float
+    tput_median: float
+    tput_p90: float
+
+
+def with_factors(
+    arrays: CatalogArrays, accelerators: Sequence[str], x: Sequence[float]
+) -> CatalogArrays:
+    return arrays.with_efficiency(
+        tuple(accelerators),
+        bandwidth_fraction=x[0],
+        flops_fraction=x[1],
+        step_overhead_s=x[2] * 1e-6,
+        link_fraction=x[3],
+        layer_overhead_s=x[4] * 1e-6,
+        collective_overhead_s=x[5] * 1e-6,
+    )
+
+
+def errors(arrays: CatalogArrays, runs: MeasuredRuns) -> Errors:
+    """Model vs measured, with the efficiency factors ``arrays`` carries."""
+    est = estimate(arrays, runs.configs)
+    ok = est.problem == Problem.OK
+    excluded = {
+        Problem(code).name: int(np.sum(est.problem == code)) for code in np.unique(est.problem[~ok])
+    }
+    rows = np.flatnonzero(ok)
+    return Errors(
+        rows=rows,
+        tpot=est.tpot_s[rows] / runs.tpot_s[rows] - 1.0,
+        tokens_per_s_per_gpu=est.tokens_per_s_per_device[rows] / runs.tokens_per_s_per_gpu[rows]
+        - 1.0,
+        excluded=excluded,
+    )
+
+
+def fit(
+    arrays: CatalogArrays, runs: MeasuredRuns, accelerators: Sequence[str] = HOPPER
+) -> dict[str, float]:
+    """Least-squares fit of the shared factors; returns them by ``FACTOR_NAMES``."""
+    rows = errors(arrays, runs).rows
+    configs = runs.configs.take(rows)
+    tpot, tput = runs.tpot_s[rows], runs.tokens_per_s_per_gpu[rows]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        est = estimate(with_factors(arrays, accelerators, x), configs)
+        return np.concatenate(
+            [np.log(est.tpot_s / tpot), np.log(est.tokens_per_s_per_device / tput)]
+        )
+
+    result = least_squares(
+        residuals, x0=_START, bounds=(_LOWER, _UPPER), loss="soft_l1", f_scale=0.2
+    )
+    if not result.success:
+        raise RuntimeError(f"calibration did not converge: {result.message}")
+    return {name: float(v) for name, v in zip(FACTOR_NAMES, result.x, strict=True)}
+
+
+def summarize(err: Errors, runs: MeasuredRuns, catalog: Catalog) -> list[ErrorSummary]:
+    """Median and p90 absolute errors per (model, accelerator), then overall."""
+    models = np.asarray(runs.model_ids)[err.rows]
+    accs = np.asarray([catalog.system(s).accelerator for s in runs.system_ids])[err.rows]
+    keys = sorted(set(zip(models.tolist(), accs.tolist(), strict=True)))
+    out = []
+    for model, acc in keys:
+        mask = (models == model) & (accs == acc)
+        out.append(_summary(f"{model} on {acc}", err, mask))
+    out.append(_summary("overall", err, np.ones(len(err.rows), dtype=bool)))
+    return out
+
+
+def _summary(group: str, err: Errors, mask: np.ndarray) -> ErrorSummary:
+    t, x = np.abs(err.tpot[mask]), np.abs(err.tokens_per_s_per_gpu[mask])
+    return ErrorSummary(
+        group=group,
+        rows=int(mask.sum()),
+        tpot_median=float(np.median(t)),
+        tpot_p90=float(np.quantile(t, 0.9)),
+        tput_median=float(np.median(x)),
+        tput_p90=float(np.quantile(x, 0.9)),
+    )
+
+
+def markdown_table(summaries: Sequence[ErrorSummary]) -> str:
+    lines = [
+        "| model on accelerator | rows | TPOT median | TPOT p90 | tok/s/GPU median"
+        " | tok/s/GPU p90 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for s in summaries:
+        lines.append(
+            f"| {s.group} | {s.rows} | {s.tpot_median:.1%} | {s.tpot_p90:.1%} | "
+            f"{s.tput_median:.1%} | {s.tput_p90:.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--csv", type=Path, default=reference_csv(REPO_ROOT))
+    parser.add_argument("--markdown", action="store_true", help="print the error table as markdown")
+    args = parser.parse_args(argv)
+    catalog = load_catalog()
+    arrays = build_arrays(catalog)
+    runs = load_measured(catalog, args.csv)
+    factors = fit(arrays, runs)
+    print("[accelerators.efficiency]  # h100-sxm and h200-sxm")
+    for name, value in factors.items():
+        print(f"{name} = {value:.3g}")
+    fitted = with_factors(arrays, HOPPER, list(factors.values()))
+    err = errors(fitted, runs)
+    print(f"rows evaluated: {len(err.rows)} of {len(runs)}; left out: {err.excluded}")
+    table = summarize(err, runs, catalog)
+    if args.markdown:
+        print(markdown_table(table))
+    else:
+        for s in table:
+            print(
+                f"{s.group:32s} n={s.rows:4d}  TPOT median {s.tpot_median:6.1%} p90 "
+                f"{s.tpot_p90:6.1%}  tok/s/GPU median {s.tput_median:6.1%} p90 {s.tput_p90:6.1%}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
