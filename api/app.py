@@ -33,6 +33,7 @@ from api.services import PlanService
 from api.settings import Settings
 from api.store import Store
 from fleet.catalog.load import load_catalog
+from fleet.perf.arrays import build_arrays
 
 API_VERSION = "1.0.0"
 
@@ -42,7 +43,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     catalog = load_catalog(settings.catalog_dir)
     store = Store(settings.db_path)
     runner = JobRunner(store, settings)
-    plans = PlanService(store, runner, catalog, settings)
+    plans = PlanService(store, runner, catalog, build_arrays(catalog), settings)
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:

@@ -58,9 +58,14 @@ class _Job:
 
 
 class JobRunner:
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(
+        self, store: Store, settings: Settings, *, target: Callable[..., None] = worker.solve
+    ) -> None:
+        """``target(conn, request, time_limit_s, catalog_dir)`` runs in the worker process and
+        sends its outcome on ``conn`` (``api.worker.solve``; tests substitute their own)."""
         self.store = store
         self.settings = settings
+        self._target = target
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(list(worker.PRELOAD))
@@ -70,6 +75,7 @@ class JobRunner:
         self._dispatcher: asyncio.Task[None] | None = None
         self._limiter = CapacityLimiter(settings.workers + 4)
         self._next_lease_s = 0.0
+        self._stopping = False
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
@@ -85,11 +91,19 @@ class JobRunner:
         self._dispatcher = asyncio.create_task(self._dispatch(), name="farebox-dispatcher")
 
     async def stop(self) -> None:
-        """Stop dispatching, kill running solves and give their plans back to the queue."""
+        """Stop dispatching, kill running solves and give their plans back to the queue.
+
+        The dispatcher is asked to stop between ticks rather than cancelled, so a process it is
+        starting is registered (and then killed) instead of escaping as an orphan."""
+        self._stopping = True
+        self._wake.set()
         if self._dispatcher is not None:
-            self._dispatcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._dispatcher
+            try:
+                await asyncio.wait_for(asyncio.shield(self._dispatcher), timeout=10)
+            except TimeoutError:
+                self._dispatcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._dispatcher
         jobs = list(self._jobs.values())
         for job in jobs:
             self._kill(job, "shutdown")
@@ -125,7 +139,7 @@ class JobRunner:
     # -- dispatcher ---------------------------------------------------------------------------
 
     async def _dispatch(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 await self._tick()
             except asyncio.CancelledError:
@@ -152,7 +166,7 @@ class JobRunner:
             requeued = await self._call(self.store.requeue_expired, settings.max_attempts)
             if requeued:
                 log.warning("queued again %d plan(s) whose runner stopped", requeued)
-        while len(self._jobs) < settings.workers:
+        while len(self._jobs) < settings.workers and not self._stopping:
             claim = await self._call(self.store.claim, self.owner, settings.lease_s)
             if claim is None:
                 break
@@ -161,7 +175,7 @@ class JobRunner:
     async def _launch(self, claim: Claim) -> None:
         receiver, sender = self._context.Pipe(duplex=False)
         process = self._context.Process(
-            target=worker.solve,
+            target=self._target,
             args=(
                 sender,
                 claim.request,

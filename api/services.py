@@ -6,6 +6,7 @@ processes (``api.jobs``). Controllers get these objects by dependency injection.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,12 +20,30 @@ from api.settings import Settings
 from api.store import PlanRecord, PlanStatus, Store
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
+from fleet.perf.arrays import CatalogArrays
+from planner.build import build
 from planner.scenario import Scenario
 from planner.scenario_check import check_catalog, decode_scenario, horizon_hours
 
 T = TypeVar("T")
 
 _ENCODER = msgspec.json.Encoder()
+_TIER_IN_REASON = re.compile(r"the (?P<tier>[a-z0-9][a-z0-9.\-]*) tier's (?P<what>.*)$")
+
+
+def unservable_tier_error(scenario: Scenario, reason: str) -> InputError:
+    """``planner.reasons`` sentence -> InputError naming the tier's SLO field that binds."""
+    field = "$.tiers"
+    match = _TIER_IN_REASON.search(reason)
+    if match:
+        ids = [t.id for t in scenario.tiers]
+        if match.group("tier") in ids:
+            field = f"$.tiers[{ids.index(match.group('tier'))}]"
+            if "tokens/s per user" in match.group("what"):
+                field += ".min_tokens_per_s_per_user"
+            elif "time to first token" in match.group("what"):
+                field += ".max_ttft_ms"
+    return InputError(f"{field}: {reason}")
 
 
 async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
@@ -33,16 +52,24 @@ async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
 
 class PlanService:
     def __init__(
-        self, store: Store, runner: JobRunner, catalog: Catalog, settings: Settings
+        self,
+        store: Store,
+        runner: JobRunner,
+        catalog: Catalog,
+        arrays: CatalogArrays,
+        settings: Settings,
     ) -> None:
         self.store = store
         self.runner = runner
         self.catalog = catalog
+        self.arrays = arrays
         self.settings = settings
 
     def validate(self, body: bytes) -> Scenario:
         """Everything that can be checked without solving: schema, references, catalog ids,
-        the server's horizon cap. Raises InputError naming the field."""
+        the server's horizon cap, and that every sold tier has a configuration meeting its SLOs
+        (``planner.build``: the performance model and SLO filter, a fraction of a second).
+        Raises InputError naming the field."""
         scenario = decode_scenario(body, "json")
         check_catalog(scenario, self.catalog)
         hours = horizon_hours(scenario)
@@ -51,6 +78,9 @@ class PlanService:
                 f"$.demand[0]: horizon of {hours} hours exceeds this server's limit of "
                 f"{self.settings.max_horizon_hours} hours"
             )
+        built = build(scenario, self.catalog, self.arrays)
+        if built.tables is None and built.reasons:
+            raise unservable_tier_error(scenario, built.reasons[0])
         return scenario
 
     def time_limit(self, scenario: Scenario, requested_s: float | None) -> float:
@@ -85,9 +115,12 @@ class PlanService:
         self.runner.wake()
         return await self.get(plan_id)
 
-    async def wait(self, plan_id: str, wait_s: float) -> PlanRecord:
-        if wait_s > self.settings.max_wait_s:
+    def check_wait(self, wait_s: float | None) -> None:
+        if wait_s is not None and wait_s > self.settings.max_wait_s:
             raise ParameterError("wait", f"must be <= {self.settings.max_wait_s:g} s")
+
+    async def wait(self, plan_id: str, wait_s: float) -> PlanRecord:
+        self.check_wait(wait_s)
         record = await self.runner.wait(plan_id, wait_s)
         if record is None:
             raise NotFound(f"plan {plan_id!r} was deleted while waiting", field="id")

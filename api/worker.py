@@ -16,6 +16,7 @@ leaves no solver burning a core.
 from __future__ import annotations
 
 import ctypes
+import io
 import os
 import signal
 import sys
@@ -25,13 +26,18 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import msgspec
+import numpy as np
 
 from api.store import FailureKind
 from fleet.catalog.load import load_catalog
 from fleet.errors import InputError
+from planner.plan import Plan
+from planner.report.frames import report_frames
+from planner.run import decode_scenario, plan_scenario
+from planner.solution import Progress
 
 PROGRESS_EVERY_S = 0.5
-PRELOAD = ("api.worker", "planner.run", "polars", "ortools.linear_solver.pywraplp")
+PRELOAD = ("api.worker", "planner.solve")
 """Modules the forkserver imports once, so that each solver process starts warm."""
 
 _PR_SET_PDEATHSIG = 1
@@ -54,19 +60,23 @@ def solve(conn: Connection, request: bytes, time_limit_s: float, catalog_dir: st
     """Entry point of the worker process: one plan, then exit."""
     die_with_parent()
     try:
-        conn.send(_solve(conn, request, time_limit_s, catalog_dir))
+        outcome: tuple[object, ...] = _solve(conn, request, time_limit_s, catalog_dir)
+    except BrokenPipeError:  # the runner is gone (stopping): nobody to tell
+        return
     except InputError as err:
-        conn.send(("failed", FailureKind.INPUT, str(err)))
+        outcome = ("failed", FailureKind.INPUT, str(err))
     except Exception as err:  # a bug: report it on the plan instead of dying silently
         last = traceback.extract_tb(err.__traceback__)[-1]
-        conn.send(
-            (
-                "failed",
-                FailureKind.ERROR,
-                f"internal error: {type(err).__name__}: {err} "
-                f"({Path(last.filename).name}:{last.lineno})",
-            )
+        outcome = (
+            "failed",
+            FailureKind.ERROR,
+            f"internal error: {type(err).__name__}: {err} "
+            f"({Path(last.filename).name}:{last.lineno})",
         )
+    try:
+        conn.send(outcome)
+    except BrokenPipeError:
+        return
     finally:
         conn.close()
 
@@ -74,10 +84,6 @@ def solve(conn: Connection, request: bytes, time_limit_s: float, catalog_dir: st
 def _solve(
     conn: Connection, request: bytes, time_limit_s: float, catalog_dir: str | None
 ) -> tuple[str, bytes, dict[str, bytes]]:
-    from planner.run import decode_scenario, plan_scenario
-
-    from planner.solution import Progress
-
     scenario = decode_scenario(request, format="json")
     catalog = load_catalog(Path(catalog_dir) if catalog_dir else None)
     last_sent = 0.0
@@ -87,12 +93,30 @@ def _solve(
         now = time.monotonic()
         if now - last_sent >= PROGRESS_EVERY_S:
             last_sent = now
-            conn.send(("progress", msgspec.json.encode(update).decode()))
+            conn.send(("progress", _ENCODER.encode(update).decode()))
 
     plan = plan_scenario(scenario, catalog, time_limit_s=time_limit_s, progress=progress)
-    return ("done", msgspec.json.encode(plan), report_tables(plan))
+    return ("done", _ENCODER.encode(plan), report_tables(plan))
 
 
-def report_tables(plan: object) -> dict[str, bytes]:
-    """The plan's report tables as Parquet files, by table name."""
-    return {}
+def _numpy_scalar(value: object) -> object:
+    """numpy scalars that reach the wire (float64 objectives, int64 counts) as Python numbers."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_numpy_scalar)
+
+
+def report_tables(plan: Plan) -> dict[str, bytes]:
+    """The plan's report frames (``planner.report.frames``) as Parquet files, by table name.
+
+    One file per table for the whole horizon; ``week_start`` stays a column (the CLI's report
+    writes it as hive partitions instead)."""
+    out: dict[str, bytes] = {}
+    for name, frame in report_frames(plan).items():
+        buffer = io.BytesIO()
+        frame.write_parquet(buffer, compression="zstd", statistics=True)
+        out[name] = buffer.getvalue()
+    return out

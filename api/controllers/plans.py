@@ -79,6 +79,7 @@ class PlanController(Controller):
             QueryParameter(gt=0, description="Solver time limit; default: the scenario's."),
         ] = None,
     ) -> Response[PlanResource]:
+        plans.check_wait(wait)
         record = await plans.submit(body, time_limit_s)
         status = HTTP_202_ACCEPTED
         if wait:
