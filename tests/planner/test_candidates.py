@@ -1,0 +1,173 @@
+"""Candidates: the SLO filter keeps exactly what meets the SLOs; pruning drops only candidates
+another kept one dominates in every period; the no-candidate sentence names the best figure."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import numpy as np
+import pytest
+
+from fleet.perf.types import Configs, Estimate, Problem
+from planner.candidates import Columns, Slo, describe, eligible, prune
+from planner.queueing import utilization_cap
+from planner.reasons import GroupTrace, unserved_sentence
+from planner.scenario import Tier
+
+
+def _estimate(**columns: np.ndarray) -> Estimate:
+    n = len(next(iter(columns.values())))
+    base = {f.name: np.zeros(n) for f in fields(Estimate)}
+    base["problem"] = np.full(n, Problem.OK)
+    base["fits"] = np.ones(n, dtype=bool)
+    base.update(columns)
+    return Estimate(**base)
+
+
+def _configs(n: int, **columns: np.ndarray) -> Configs:
+    base = {f.name: np.ones(n, dtype=np.int64) for f in fields(Configs)}
+    base["weight_precision"] = np.ones(n, dtype=np.int64)  # fp8
+    base["spec_draft_tokens"] = np.zeros(n, dtype=np.int64)
+    base["spec_acceptance"] = np.zeros(n)
+    base.update(columns)
+    return Configs(**base)
+
+
+SLO = Slo(min_tokens_per_s_per_user=100.0, max_ttft_s=0.5, ttft_quantile=0.99)
+
+
+def test_eligible_applies_fit_speed_and_ttft() -> None:
+    est = _estimate(
+        tokens_per_s_per_user=np.array([150.0, 99.0, 150.0, 150.0, 100.0]),
+        ttft_floor_s=np.array([0.2, 0.2, 0.5, 0.2, 0.499]),
+        fits=np.array([True, True, True, False, True]),
+    )
+    assert eligible(est, SLO).tolist() == [True, False, False, False, True]
+    no_ttft = Slo(min_tokens_per_s_per_user=0.0, max_ttft_s=None, ttft_quantile=0.99)
+    assert eligible(est, no_ttft).tolist() == [True, True, True, False, True]
+
+
+def _random_columns(rng: np.random.Generator, n: int, osl: float) -> Columns:
+    batch = rng.choice([1, 4, 16, 64, 256], n)
+    request_s = rng.uniform(2.0, 40.0, n)
+    return Columns(
+        systems_per_unit=rng.choice([1, 2, 4], n),
+        tokens_per_s_per_unit=batch * osl / request_s,
+        request_s=request_s,
+        ttft_floor_s=rng.uniform(0.05, 0.45, n),
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pruning_is_exact(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    osl = 400.0
+    cols = _random_columns(rng, 300, osl)
+    load = rng.uniform(0.0, 60.0, 24)
+    load[3] = 0.0
+    kept = prune(cols, SLO, load, osl, chunk=64)
+    # Independent: every candidate's capacity per period, computed directly.
+    erlangs = load[None, :] * cols.request_s[:, None]
+    cap = utilization_cap(
+        erlangs, (0.5 - cols.ttft_floor_s)[:, None], cols.request_s[:, None], 0.99
+    )
+    capacity = cols.tokens_per_s_per_unit[:, None] * cap
+    np.testing.assert_allclose(kept.tokens_per_s_per_replica, capacity[kept.rows])
+    assert 0 < kept.rows.shape[0] < 300
+    spr = cols.systems_per_unit
+    for j in np.setdiff1d(np.arange(300), kept.rows):
+        dominators = (spr[kept.rows] <= spr[j]) & np.all(
+            capacity[kept.rows] >= capacity[j] - 1e-9, axis=1
+        )
+        assert dominators.any(), f"row {j} dropped but no kept row dominates it"
+    for i in kept.rows:  # and no kept row is strictly dominated by another row
+        others = np.setdiff1d(np.arange(300), [i])
+        strictly = (
+            (spr[others] <= spr[i])
+            & np.all(capacity[others] >= capacity[i], axis=1)
+            & ((spr[others] < spr[i]) | np.any(capacity[others] > capacity[i], axis=1))
+        )
+        assert not strictly.any()
+
+
+def test_pruning_without_ttft_slo_is_two_dimensional() -> None:
+    cols = Columns(
+        systems_per_unit=np.array([1, 2, 2, 4]),
+        tokens_per_s_per_unit=np.array([100.0, 150.0, 120.0, 150.0]),
+        request_s=np.array([10.0, 10.0, 1.0, 10.0]),
+        ttft_floor_s=np.zeros(4),
+    )
+    slo = Slo(min_tokens_per_s_per_user=0.0, max_ttft_s=None, ttft_quantile=0.99)
+    kept = prune(cols, slo, np.ones(5), 400.0)
+    assert kept.rows.tolist() == [0, 1]
+    assert np.all(kept.utilization_cap == 1.0)
+
+
+def test_describe_names_the_layout() -> None:
+    cfg = _configs(
+        2,
+        tp=np.array([8, 2]),
+        pp=np.array([1, 4]),
+        ep=np.array([1, 2]),
+        batch=np.array([1, 64]),
+        spec_draft_tokens=np.array([0, 3]),
+    )
+    assert describe(cfg, 0) == "tp=8 fp8 batch 1"
+    assert describe(cfg, 1) == "tp=2 pp=4 ep=2 fp8 batch 64 spec k=3"
+
+
+def _tier(**kw) -> Tier:
+    return Tier(id="fast", multipliers=(6.0,), reference_multiplier=6.0, **kw)
+
+
+def test_sentence_for_a_speed_floor_nobody_reaches() -> None:
+    tier = _tier(min_tokens_per_s_per_user=170.0, max_ttft_ms=500.0)
+    slo = Slo(170.0, 0.5, 0.99)
+    trace = GroupTrace()
+    for pool, best in (("h100-us-east", 120.0), ("b200-us-east", 143.0)):
+        est = _estimate(
+            tokens_per_s_per_user=np.array([best - 50, best]), ttft_floor_s=np.array([0.1, 0.1])
+        )
+        trace.observe(pool, 10, _configs(2, tp=np.array([4, 8]), batch=np.array([8, 1])), est, slo)
+    assert unserved_sentence("qwen3-235b-a22b", tier, trace) == (
+        "no candidate of qwen3-235b-a22b on any pool reaches the fast tier's 170 tokens/s per "
+        "user (best: 143 tokens/s on b200-us-east, tp=8 fp8 batch 1)"
+    )
+
+
+def test_sentences_for_ttft_fit_and_pool_size() -> None:
+    tier = _tier(min_tokens_per_s_per_user=100.0, max_ttft_ms=200.0)
+    slo = Slo(100.0, 0.2, 0.99)
+    cfg = _configs(1)
+    slow_prefill = GroupTrace()
+    slow_prefill.observe(
+        "p",
+        4,
+        cfg,
+        _estimate(tokens_per_s_per_user=np.array([150.0]), ttft_floor_s=np.array([0.35])),
+        slo,
+    )
+    assert "meets the fast tier's 200 ms time to first token at p99" in unserved_sentence(
+        "m", tier, slow_prefill
+    )
+    assert "(best: 350 ms on p, tp=1 fp8 batch 1)" in unserved_sentence("m", tier, slow_prefill)
+    nothing_fits = GroupTrace()
+    nothing_fits.observe(
+        "p", 4, cfg, _estimate(tokens_per_s_per_user=np.array([150.0]), fits=np.array([False])), slo
+    )
+    assert unserved_sentence("m", tier, nothing_fits).startswith("m fits on no pool (p)")
+    too_small = GroupTrace()
+    too_small.observe(
+        "p",
+        1,
+        cfg,
+        _estimate(
+            tokens_per_s_per_user=np.array([150.0]),
+            ttft_floor_s=np.array([0.1]),
+            systems_per_replica=np.array([2]),
+        ),
+        slo,
+    )
+    assert "smallest: 2 systems on p, which has 1 available" in unserved_sentence(
+        "m", tier, too_small
+    )
