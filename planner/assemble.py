@@ -205,7 +205,7 @@ def _pool_usage(built: Built, result: SolveResult) -> tuple[PoolUsage, ...]:
                     period=p,
                     systems_available=available,
                     systems_used=int(used[h, p]),
-                    utilization=used[h, p] / available if available else 0.0,
+                    utilization=float(used[h, p] / available) if available else 0.0,
                     cost_usd=float(used[h, p] * inv.usd_per_system_hour[h] * t.period_hours),
                 )
             )
