@@ -10,12 +10,14 @@ from fleet.catalog import PRECISIONS, Catalog, Model
 from fleet.perf.types import Configs, Estimate, Problem
 
 
-def layout_label(configs: Configs, i: int) -> str:
-    """``tp8 pp1 dp1 ep1 fp8 b64`` (+ ``spec3@0.7``)."""
-    label = (
-        f"tp{configs.tp[i]} pp{configs.pp[i]} dp{configs.dp[i]} ep{configs.ep[i]} "
-        f"{PRECISIONS[configs.weight_precision[i]]} b{configs.batch[i]}"
-    )
+def layout_label(configs: Configs, i: int, *, compact: bool = False) -> str:
+    """``tp8 pp1 dp1 ep1 fp8 b64`` (+ ``spec3@0.7``); ``compact`` drops degrees equal to 1."""
+    degrees = [
+        f"{name}{int(getattr(configs, name)[i])}"
+        for name in ("tp", "pp", "dp", "ep")
+        if not compact or name == "tp" or getattr(configs, name)[i] != 1
+    ]
+    label = f"{' '.join(degrees)} {PRECISIONS[configs.weight_precision[i]]} b{configs.batch[i]}"
     if configs.spec_draft_tokens[i] > 0:
         label += f" spec{configs.spec_draft_tokens[i]}@{configs.spec_acceptance[i]:g}"
     return label

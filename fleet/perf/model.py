@@ -212,7 +212,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
 
     # (2-3) pure decode step of the replica
     verify = k_draft + 1.0
-    micro = batch / pp
+    micro = np.maximum(batch / pp, 1.0)  # streams per micro-batch; with batch < pp stages idle
     zero = np.zeros_like(micro)
     comp_d, mem_d, comm_d, hops_d = stage(micro * verify, zero, micro)
     core_d = _roof(comp_d, mem_d)
