@@ -13,7 +13,10 @@ also ``/schema/redoc``, JSON at ``/schema/openapi.json``).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -36,6 +39,19 @@ from fleet.catalog.load import load_catalog
 from fleet.perf.arrays import build_arrays
 
 API_VERSION = "1.0.0"
+log = logging.getLogger("farebox.api")
+
+
+async def _watch_parent(parent_pid: int, every_s: float = 1.0) -> None:
+    """granian's workers outlive a SIGKILLed main process and would keep serving (and solving)
+    unsupervised; when the parent is gone, stop like on SIGTERM: running plans go back to the
+    queue and the next ``farebox serve`` runs them."""
+    while os.getppid() == parent_pid:
+        await asyncio.sleep(every_s)
+    log.error("parent process %d is gone; shutting down", parent_pid)
+    os.kill(os.getpid(), signal.SIGTERM)
+    await asyncio.sleep(30)
+    os._exit(1)  # the graceful stop hung
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -49,9 +65,16 @@ def create_app(settings: Settings | None = None) -> Litestar:
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
         await anyio.to_thread.run_sync(store.initialize)
         await runner.start()
+        watchdog = (
+            asyncio.create_task(_watch_parent(settings.parent_pid))
+            if settings.parent_pid
+            else None
+        )
         try:
             yield
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             await runner.stop()
 
     return Litestar(

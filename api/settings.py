@@ -60,6 +60,9 @@ class Settings:
     poll_s: float = 0.25
     """How often the job runner looks for work, cancellations and expired leases."""
     page_max: int = 200
+    parent_pid: int | None = None
+    """Set by ``farebox serve`` (FAREBOX_PARENT_PID): the granian main process. A worker whose
+    parent disappears (kill -9 of the main process) shuts itself down instead of serving on."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -79,6 +82,7 @@ class Settings:
             max_horizon_hours=_int(environ, "FAREBOX_MAX_HORIZON_HOURS", 1344, lo=1),
             max_attempts=_int(environ, "FAREBOX_MAX_ATTEMPTS", 3, lo=1),
             retry_after_s=_int(environ, "FAREBOX_RETRY_AFTER_S", 10, lo=1),
+            parent_pid=_int(environ, "FAREBOX_PARENT_PID", 0, lo=0) or None,
         )
 
 

@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from api.settings import Settings
     from api.store import Store
 
+    os.environ["FAREBOX_PARENT_PID"] = str(os.getpid())
     settings = Settings.from_env(os.environ)
     store = Store(settings.db_path)
     store.initialize()
