@@ -1,0 +1,92 @@
+"""Two plans a capacity planner would make without the optimizer, valued like the optimizer's.
+
+Both price every family at its reference combo (``Demand.reference_combo``: no price search, no
+substitution between tiers) and use only candidates of the reference offer's serving variant.
+
+- ``greedy``: products (family, tier) in decreasing order of revenue per system-hour of their best
+  candidate; each product fills its demand period by period from its candidates in decreasing
+  order of tokens/s per system, replica by replica while a replica pays for itself.
+- ``price_list``: config search plus a price list -- each product runs only its single highest
+  tokens/s-per-system candidate (which meets its SLOs by construction of the candidate table),
+  with ceil(demand / rate) replicas if a full replica pays for itself; a pool asked for more
+  than it has scales every product down proportionally.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.solve.evaluate import SECONDS_PER_HOUR, products, replica_upper
+from planner.tables import PlanningTables
+
+IntArray = npt.NDArray[np.int64]
+
+
+def _per_system(tables: PlanningTables) -> npt.NDArray[np.float64]:
+    cand = tables.candidates
+    return cand.tokens_per_s_per_replica.mean(axis=1) / cand.systems_per_replica
+
+
+def greedy(tables: PlanningTables) -> IntArray:
+    combo = tables.demand.reference_combo
+    prods = products(tables, combo)
+    cand, inv = tables.candidates, tables.inventory
+    unit = SECONDS_PER_HOUR * tables.period_hours
+    per_sys = _per_system(tables)
+    cost = inv.usd_per_system_hour[cand.pool] * cand.systems_per_replica * tables.period_hours
+    upper = replica_upper(tables)
+    x = np.zeros((cand.pool.shape[0], tables.periods), dtype=np.int64)
+    free = inv.systems_available.astype(np.int64).copy()
+    order_score = []
+    for j in range(prods.offer.shape[0]):
+        cs = np.flatnonzero(prods.useful & (prods.product_of_cand == j))
+        best = per_sys[cs].max() if cs.size else 0.0
+        order_score.append(prods.value_usd_per_token[j].mean() * best * unit)
+    for j in np.argsort(-np.asarray(order_score), kind="stable"):
+        cs = np.flatnonzero(prods.useful & (prods.product_of_cand == j))
+        cs = cs[np.argsort(-per_sys[cs], kind="stable")]
+        for t in range(tables.periods):
+            left = prods.demand_tokens_per_s[j, t]
+            for c in cs:
+                rate = cand.tokens_per_s_per_replica[c, t]
+                p, spr = cand.pool[c], cand.systems_per_replica[c]
+                if left <= 0:
+                    break
+                if rate <= 0:
+                    continue
+                value = prods.value_usd_per_token[j, t] * unit
+                if value * rate <= cost[c]:
+                    continue
+                n_full = np.floor(left / rate)
+                n = n_full + float(value * (left - n_full * rate) > cost[c])
+                n = int(min(n, upper[c, t] - x[c, t], free[p, t] // spr))
+                x[c, t] += n
+                free[p, t] -= n * spr
+                left -= n * rate
+    return x
+
+
+def price_list(tables: PlanningTables) -> IntArray:
+    combo = tables.demand.reference_combo
+    prods = products(tables, combo)
+    cand, inv = tables.candidates, tables.inventory
+    unit = SECONDS_PER_HOUR * tables.period_hours
+    per_sys = _per_system(tables)
+    cost = inv.usd_per_system_hour[cand.pool] * cand.systems_per_replica * tables.period_hours
+    upper = replica_upper(tables)
+    x = np.zeros((cand.pool.shape[0], tables.periods), dtype=np.int64)
+    for j in range(prods.offer.shape[0]):
+        cs = np.flatnonzero(prods.useful & (prods.product_of_cand == j))
+        if cs.size == 0:
+            continue
+        c = cs[np.argmax(per_sys[cs])]
+        rate = cand.tokens_per_s_per_replica[c]
+        pays = prods.value_usd_per_token[j] * unit * rate > cost[c]
+        need = np.ceil(prods.demand_tokens_per_s[j] / np.maximum(rate, 1e-300))
+        x[c] = np.where(pays, np.minimum(need, upper[c]), 0).astype(np.int64)
+    used = np.zeros_like(inv.systems_available, dtype=np.float64)
+    np.add.at(used, cand.pool, cand.systems_per_replica[:, None] * x)
+    scale = np.minimum(1.0, inv.systems_available / np.maximum(used, 1e-300))
+    x = np.floor(x * scale[cand.pool]).astype(np.int64)
+    return x

@@ -1,0 +1,135 @@
+"""The default method: Benders over the price binaries, hour LPs underneath, integer repair.
+
+1. Root: the LP relaxation of the whole model (GLOP). Its value is a valid bound; its row prices
+   give the first cut per period group (``planner.solve.cuts``); its combo weights, rounded to the
+   heaviest combo per family, give the first prices to try.
+2. For each combo choice to try: solve the hour model with those prices fixed and replicas
+   continuous (GLOP), add its cuts, round replicas down and repair greedily
+   (``planner.solve.evaluate.repair``) -> an integer plan.
+3. Master (``planner.solve.master``): the best combo choice under all cuts; its proven optimum is
+   the bound. A new choice goes to step 2. When the master insists on a choice already solved as
+   an LP, the remaining gap is replica integrality at that choice: its hour model is solved with
+   integer replicas (SCIP, time-limited) and a value cut records its bound.
+Stops when the gap reaches the target, on the time limit, or when no step can make progress.
+Every plan reported is complete and feasible: the first one is the greedy baseline, found before
+any LP is solved.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import numpy.typing as npt
+
+from planner.solution import SolveOptions
+from planner.solve import baselines
+from planner.solve.cuts import benders_cuts
+from planner.solve.evaluate import repair
+from planner.solve.incumbent import Incumbent, trivial_bound
+from planner.solve.linear import Engine, Outcome, solve_program
+from planner.solve.master import Master
+from planner.solve.model import Structure
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+def one_hot(st: Structure, combo: IntArray) -> FloatArray:
+    z = np.zeros(st.tables.demand.combo_family.shape[0])
+    z[combo] = 1.0
+    return z
+
+
+def replicas_from(st: Structure, values: FloatArray, *, round_down: bool) -> IntArray:
+    xs = np.zeros(st.x_col.shape)
+    mask = st.x_col >= 0
+    xs[mask] = values[st.x_col[mask]]
+    xs = np.floor(xs + 1e-6) if round_down else np.round(xs)
+    return np.maximum(xs, 0).astype(np.int64)
+
+
+def heaviest(st: Structure, z: FloatArray) -> IntArray:
+    fam = st.tables.demand.combo_family
+    n_fam = len(st.tables.demand.family_ids)
+    out = np.zeros(n_fam, dtype=np.int64)
+    for f in range(n_fam):
+        ms = np.flatnonzero(fam == f)
+        out[f] = ms[np.argmax(z[ms])]
+    return out
+
+
+def decompose(
+    st: Structure, options: SolveOptions, inc: Incumbent, deadline: float
+) -> str:
+    """Improve ``inc`` (plan and bound) until the gap target or the deadline; returns why it
+    stopped, in words."""
+    tables = st.tables
+
+    def left() -> float:
+        return deadline - time.perf_counter()
+
+    ref = tables.demand.reference_combo
+    inc.offer(ref, baselines.greedy(tables), None, "greedy baseline")
+    inc.tighten(trivial_bound(tables), "demand at best prices")
+    if inc.gap <= options.gap_target:
+        return "gap target met by the greedy plan"
+
+    root = solve_program(st.joint(integer=False), Engine.GLOP, left())
+    if root.outcome is not Outcome.OPTIMAL or root.duals is None:
+        return f"root LP did not finish ({root.outcome.value}: {root.detail})"
+    inc.tighten(root.objective, "root LP")
+    master = Master(tables.demand.combo_family, st.combo_penalty_usd, st.n_groups)
+    master.add(benders_cuts(st, root.duals))
+    lp_value: dict[tuple[int, ...], float] = {}
+    integer_done: set[tuple[int, ...]] = set()
+
+    def try_prices(combo: IntArray) -> bool:
+        fixed = solve_program(st.fixed(one_hot(st, combo)), Engine.GLOP, left())
+        if fixed.outcome is not Outcome.OPTIMAL or fixed.duals is None:
+            return False
+        lp_value[tuple(combo.tolist())] = fixed.objective
+        master.add(benders_cuts(st, fixed.duals))
+        x = repair(tables, combo, replicas_from(st, fixed.values, round_down=True))
+        inc.offer(combo, x, fixed.duals, "prices fixed, replicas rounded and repaired")
+        return True
+
+    def solve_integer(combo: IntArray) -> None:
+        key = tuple(combo.tolist())
+        integer_done.add(key)
+        mip = solve_program(
+            st.fixed(one_hot(st, combo), integer=True),
+            Engine.SCIP,
+            left(),
+            relative_gap=max(options.gap_target / 2, 1e-9),
+            threads=options.threads,
+        )
+        if mip.values is not None:
+            x = repair(tables, combo, replicas_from(st, mip.values, round_down=False))
+            inc.offer(combo, x, None, "prices fixed, integer replicas (SCIP)")
+        if math.isfinite(mip.bound):
+            master.add_value_cut(combo, mip.bound, inc.bound - mip.bound)
+
+    if not try_prices(heaviest(st, root.values[st.n_cols :])):
+        return "hour LP at the root's prices did not finish"
+    while True:
+        if inc.gap <= options.gap_target:
+            return "gap target met"
+        if left() <= 0:
+            return "time limit"
+        res = master.solve(left(), max(options.gap_target / 4, 1e-9))
+        if math.isfinite(res.bound):
+            inc.tighten(res.bound, "price master")
+        if inc.gap <= options.gap_target:
+            return "gap target met"
+        if res.combo is None:
+            return "price master found no choice within the time limit"
+        key = tuple(res.combo.tolist())
+        if key not in lp_value:
+            if not try_prices(res.combo):
+                return "time limit in an hour LP"
+        elif key not in integer_done:
+            solve_integer(res.combo)
+        else:
+            return "no further progress: the master's best choice is solved exactly"

@@ -1,0 +1,114 @@
+"""The Benders master over the price binaries only: one combo per family, one theta per group.
+
+    max  sum_g theta_g - penalty.z
+    s.t. (1) sum_{m in f} z_m = 1                       for each family f
+         theta_g <= alpha_g + beta_g.z                  every cut collected so far
+         sum_g theta_g - penalty.z <= bound_k + M_k (F - sum_f z_{f, m_k(f)})
+                                                        a value cut per combo choice m_k that
+                                                        has been solved with integer replicas
+         z binary
+
+Its optimum bounds the integer problem from above: every cut is valid for the hour model with
+replicas relaxed, which is itself a relaxation, and a value cut only removes a choice whose
+integer value is known (``bound_k``). It is a small MIP (hundreds of binaries), solved by HiGHS
+through ``scipy.optimize.milp``, whose proven dual bound is what is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from scipy import sparse
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from planner.solve.cuts import Cuts
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class MasterResult:
+    combo: IntArray | None
+    """(families,): the master's best choice, None when it found none."""
+    bound: float
+    """Proven upper bound (inf when unknown)."""
+    objective: float
+
+
+@dataclass(slots=True)
+class Master:
+    combo_family: IntArray
+    combo_penalty: FloatArray
+    n_groups: int
+    alphas: list[FloatArray] = field(default_factory=list)
+    betas: list[sparse.csr_array] = field(default_factory=list)
+    value_cuts: list[tuple[IntArray, float, float]] = field(default_factory=list)
+
+    def add(self, cuts: Cuts) -> None:
+        self.alphas.append(cuts.alpha)
+        self.betas.append(cuts.beta)
+
+    def add_value_cut(self, combo: IntArray, bound: float, big_m: float) -> None:
+        self.value_cuts.append((combo.copy(), bound, max(big_m, 0.0) + 1.0))
+
+    def solve(self, time_limit_s: float, relative_gap: float) -> MasterResult:
+        n_combos = self.combo_family.shape[0]
+        n_fam = int(self.combo_family.max()) + 1
+        g = self.n_groups
+        c = np.concatenate([self.combo_penalty, -np.ones(g)])  # minimize the negative
+        blocks = []
+        lo, hi = [], []
+        fam = sparse.csr_array(
+            (np.ones(n_combos), (self.combo_family, np.arange(n_combos))), shape=(n_fam, n_combos)
+        )
+        blocks.append(sparse.hstack([fam, sparse.csr_array((n_fam, g))]))
+        lo.append(np.ones(n_fam))
+        hi.append(np.ones(n_fam))
+        if self.betas:
+            beta = sparse.vstack(self.betas, format="csr")
+            k = beta.shape[0]
+            theta = sparse.csr_array(
+                (np.ones(k), (np.arange(k), np.tile(np.arange(g), len(self.betas)))), shape=(k, g)
+            )
+            blocks.append(sparse.hstack([-beta, theta]))
+            lo.append(np.full(k, -np.inf))
+            hi.append(np.concatenate(self.alphas))
+        for combo, bound, big_m in self.value_cuts:
+            row = np.concatenate([self.combo_penalty * -1.0, np.ones(g)])
+            row[combo] += big_m
+            blocks.append(sparse.csr_array(row[None, :]))
+            lo.append(np.array([-np.inf]))
+            hi.append(np.array([bound + big_m * n_fam]))
+        a = sparse.vstack(blocks, format="csr")
+        res = milp(
+            c,
+            integrality=np.concatenate([np.ones(n_combos), np.zeros(g)]),
+            bounds=Bounds(
+                np.concatenate([np.zeros(n_combos), np.full(g, -np.inf)]),
+                np.concatenate([np.ones(n_combos), np.full(g, np.inf)]),
+            ),
+            constraints=LinearConstraint(a, np.concatenate(lo), np.concatenate(hi)),
+            options={
+                "time_limit": max(time_limit_s, 0.05),
+                "mip_rel_gap": relative_gap,
+                "disp": False,
+            },
+        )
+        if res.x is None:
+            dual = getattr(res, "mip_dual_bound", None)
+            bound = -float(dual) if dual is not None and math.isfinite(dual) else math.inf
+            return MasterResult(None, bound, math.nan)
+        z = res.x[:n_combos]
+        combo = np.zeros(n_fam, dtype=np.int64)
+        for f in range(n_fam):
+            ms = np.flatnonzero(self.combo_family == f)
+            combo[f] = ms[np.argmax(z[ms])]
+        dual = getattr(res, "mip_dual_bound", None)
+        bound = -float(dual) if dual is not None and math.isfinite(dual) else -float(res.fun)
+        if res.status == 0:
+            bound = max(bound, -float(res.fun))
+        return MasterResult(combo, bound, -float(res.fun))
