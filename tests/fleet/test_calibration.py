@@ -1,0 +1,59 @@
+"""The calibration bound: the catalog's Hopper efficiency factors reproduce the measured runs.
+
+Recomputes the errors of TPOT and tokens/s per GPU from shared/reference/measured_calibration.csv
+with the factors in fleet/data/accelerators.toml (not re-fitted) and checks the medians
+(docs/calibration.md publishes the tables).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleet.catalog import load_catalog
+from fleet.perf.arrays import build_arrays
+from fleet.perf.calibrate import HOPPER, errors, summarize
+from fleet.perf.measured import load_measured
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = Path(REPO_ROOT).parent / "shared" / "reference"
+CSV = REFERENCE / "measured_calibration.csv"
+
+pytestmark = pytest.mark.skipif(
+    not REFERENCE.is_dir(),
+    reason=f"measurements not available: {REFERENCE} (shared/reference beside the repo) is absent",
+)
+
+
+@pytest.fixture(scope="module")
+def result():  # type: ignore[no-untyped-def]
+    catalog = load_catalog()
+    runs = load_measured(catalog, CSV)
+    err = errors(build_arrays(catalog), runs)
+    return catalog, runs, err
+
+
+def test_median_errors_within_15_percent(result) -> None:  # type: ignore[no-untyped-def]
+    _, runs, err = result
+    assert len(runs) == 1112
+    assert len(err.rows) > 1000  # only cross-node layouts and over-capacity runs are left out
+    assert np.median(np.abs(err.tpot)) <= 0.15
+    assert np.median(np.abs(err.tokens_per_s_per_gpu)) <= 0.15
+
+
+def test_no_model_is_off_by_a_factor(result) -> None:  # type: ignore[no-untyped-def]
+    """Per (model, accelerator) the median error stays below 60% (backends differ by 10-30%)."""
+    catalog, runs, err = result
+    for s in summarize(err, runs, catalog):
+        assert s.tpot_median < 0.6, s
+        assert s.tput_median < 0.6, s
+
+
+def test_hopper_factors_are_the_fitted_ones() -> None:
+    catalog = load_catalog()
+    effs = {catalog.accelerator(a).efficiency for a in HOPPER}
+    assert len(effs) == 1, "h100-sxm and h200-sxm share one fitted set"
+    for a in HOPPER:
+        assert "docs/calibration.md" in catalog.accelerator(a).sources["efficiency"]
