@@ -79,7 +79,7 @@ def make_configs(
     if system is None:
         acc = np.asarray(accelerator, dtype=object).astype(str)
         uniques, inverse = np.unique(acc, return_inverse=True)
-        default_ids = [catalog.default_system(a).id for a in uniques]
+        default_ids = [catalog.default_system(str(a)).id for a in uniques]
         system_idx = resolve(
             "system", np.asarray(default_ids)[inverse].reshape(acc.shape), list(catalog.systems)
         )
