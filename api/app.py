@@ -29,6 +29,7 @@ from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin, Swagge
 
 from api.controllers.catalog import CatalogController
 from api.controllers.health import HealthController
+from api.controllers.perf import PerfController
 from api.controllers.plans import PlanController
 from api.errors import EXCEPTION_HANDLERS
 from api.jobs import JobRunner
@@ -59,7 +60,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
     catalog = load_catalog(settings.catalog_dir)
     store = Store(settings.db_path)
     runner = JobRunner(store, settings)
-    plans = PlanService(store, runner, catalog, build_arrays(catalog), settings)
+    arrays = build_arrays(catalog)
+    plans = PlanService(store, runner, catalog, arrays, settings)
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
@@ -78,10 +80,11 @@ def create_app(settings: Settings | None = None) -> Litestar:
             await runner.stop()
 
     return Litestar(
-        route_handlers=[PlanController, CatalogController, HealthController],
+        route_handlers=[PlanController, CatalogController, PerfController, HealthController],
         dependencies={
             "plans": Provide(lambda: plans, use_cache=True, sync_to_thread=False),
             "catalog": Provide(lambda: catalog, use_cache=True, sync_to_thread=False),
+            "arrays": Provide(lambda: arrays, use_cache=True, sync_to_thread=False),
         },
         exception_handlers=dict(EXCEPTION_HANDLERS),
         request_max_body_size=settings.max_body_bytes,

@@ -44,6 +44,7 @@ from fleet.errors import InputError
 
 log = logging.getLogger("farebox.api")
 
+_UNKNOWN_FIELD = re.compile(r"^Object contains unknown field `([^`]*)`$")
 _PATH_FIRST = re.compile(r"^(?P<field>\$[^\s:]*): (?P<detail>.+)$", re.DOTALL)
 
 
@@ -113,12 +114,17 @@ def _on_queue_full(_: Request[Any, Any, Any], err: QueueFull) -> Response[ErrorB
 
 
 def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Response[ErrorBody]:
-    """Litestar's own parameter validation: name the parameter and the problem."""
+    """Litestar's own validation (query/path parameters, typed JSON bodies): name the parameter
+    or the body path (``$.configs[0].tp``) and the problem."""
     extra = err.extra if isinstance(err.extra, list) else []
     first = extra[0] if extra and isinstance(extra[0], dict) else {}
     field = first.get("key")
-    message = first.get("message") or err.detail
-    detail = f"{field}: {message}" if field else str(message)
+    message = str(first.get("message") or err.detail)
+    if field is not None and first.get("source") == "body":
+        field = "$" if field == "data" else f"$.{field}"
+        if unknown := _UNKNOWN_FIELD.match(message):
+            field, message = f"{field}.{unknown.group(1)}", "unknown field"
+    detail = f"{field}: {message}" if field else message
     return _respond(
         ErrorBody(status_code=HTTP_400_BAD_REQUEST, error="bad_request", detail=detail,
                   field=field)

@@ -70,6 +70,15 @@ async def _until(store: Store, plan_id: str, status: PlanStatus, timeout_s: floa
     raise AssertionError(f"plan {plan_id} never became {status}: {store.get(plan_id)}")
 
 
+async def _launched(runner: JobRunner, plan_id: str, timeout_s: float = 20) -> int:
+    """The pid of the process solving ``plan_id`` (claimed in the store just before)."""
+    deadline = time.monotonic() + timeout_s
+    while plan_id not in runner._jobs or runner._jobs[plan_id].process.pid is None:
+        assert time.monotonic() < deadline, f"plan {plan_id} never launched"
+        await asyncio.sleep(0.02)
+    return runner._jobs[plan_id].process.pid  # type: ignore[return-value]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -97,8 +106,8 @@ def test_cancel_kills_the_running_process(tmp_path: Path) -> None:
         store.enqueue("p1", "n", b"{}", 60.0, queue_max=4)
         runner.wake()
         await _until(store, "p1", PlanStatus.RUNNING)
-        pid = runner._jobs["p1"].process.pid
-        assert pid is not None and _alive(pid)
+        pid = await _launched(runner, "p1")
+        assert _alive(pid)
         deadline = time.monotonic() + 10
         while store.get("p1").progress is None:  # type: ignore[union-attr]
             assert time.monotonic() < deadline, "progress never relayed"
@@ -147,7 +156,7 @@ def test_stop_gives_running_plans_back_to_the_queue(tmp_path: Path) -> None:
         store.enqueue("p1", "n", b"{}", 60.0, queue_max=4)
         runner.wake()
         await _until(store, "p1", PlanStatus.RUNNING)
-        pids.append(runner._jobs["p1"].process.pid or 0)
+        pids.append(await _launched(runner, "p1"))
 
     _run(tmp_path, sleep_forever, scenario)
     record = Store(tmp_path / "plans.sqlite").get("p1")

@@ -1,0 +1,88 @@
+"""``/v1/estimate`` and ``/v1/frontier``: the performance model (``fleet.perf``) over HTTP.
+
+Bodies are decoded by Litestar into the frozen Structs of ``api.perf_wire`` (unknown fields and
+out-of-range numbers are 400s naming the field); ids are checked against the catalog with their
+path (422). The vectorized model runs in a worker thread, off the event loop: a request is capped
+at ``MAX_ROWS`` configurations (estimate) or one model x system grid (frontier), milliseconds
+to a few hundred milliseconds of numpy.
+"""
+
+from __future__ import annotations
+
+import anyio.to_thread
+from litestar import Controller, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
+from litestar.status_codes import HTTP_200_OK
+
+from api.perf_wire import (
+    EstimateRequest,
+    EstimateResponse,
+    FrontierRequest,
+    FrontierResponse,
+    check_model,
+    resolve_system,
+    rows,
+    to_configs,
+)
+from fleet.catalog.load import Catalog
+from fleet.perf.arrays import CatalogArrays
+from fleet.perf.frontier import frontier
+from fleet.perf.model import estimate
+
+
+class PerfController(Controller):
+    path = "/v1"
+    tags = ("performance model",)
+
+    @post(
+        "/estimate",
+        operation_id="estimate",
+        status_code=HTTP_200_OK,
+        summary="Estimate configurations with the performance model",
+    )
+    async def estimate(
+        self,
+        catalog: NamedDependency[Catalog],
+        arrays: NamedDependency[CatalogArrays],
+        data: JSONBody[EstimateRequest],
+    ) -> EstimateResponse:
+        def run() -> EstimateResponse:
+            configs = to_configs(catalog, data.configs)
+            return EstimateResponse(rows=rows(catalog, configs, estimate(arrays, configs)))
+
+        return await anyio.to_thread.run_sync(run)
+
+    @post(
+        "/frontier",
+        operation_id="frontier",
+        status_code=HTTP_200_OK,
+        summary="Throughput-vs-interactivity Pareto frontier of one model on one system",
+    )
+    async def frontier(
+        self,
+        catalog: NamedDependency[Catalog],
+        arrays: NamedDependency[CatalogArrays],
+        data: JSONBody[FrontierRequest],
+    ) -> FrontierResponse:
+        def run() -> FrontierResponse:
+            check_model(catalog, data.model, "$")
+            system = resolve_system(catalog, data.system, data.accelerator, "$")
+            front = frontier(
+                catalog,
+                arrays,
+                data.model,
+                system,
+                isl=data.isl,
+                osl=data.osl,
+                precisions=data.precisions,
+                batches=data.batches,
+                spec=tuple((o.draft_tokens, o.acceptance) for o in data.speculative),
+            )
+            return FrontierResponse(
+                model=data.model,
+                system=system,
+                rows=rows(catalog, front.configs, front.estimate),
+            )
+
+        return await anyio.to_thread.run_sync(run)

@@ -1,0 +1,247 @@
+"""Wire types and conversions of ``POST /v1/estimate`` and ``POST /v1/frontier``.
+
+A request names configurations with catalog ids and plain numbers; ``fleet.perf`` wants index
+arrays. ``to_configs`` resolves ids row by row so that an unknown id is reported with its path
+(``$.configs[3].model: unknown model ...``), then builds one ``Configs`` for the whole batch;
+``rows`` turns the vectorized ``Estimate`` back into one ``EstimateRow`` per configuration, in the
+units the faces use (milliseconds, GB, tokens/s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Annotated
+
+import numpy as np
+from msgspec import Meta, Struct
+
+from fleet.catalog import PRECISIONS, Catalog
+from fleet.catalog.schema import Id, Precision
+from fleet.errors import InputError
+from fleet.perf.configs import make_configs
+from fleet.perf.explain import describe_problem
+from fleet.perf.frontier import DEFAULT_BATCHES
+from fleet.perf.types import Bound, Configs, Estimate, Problem
+
+PositiveInt = Annotated[int, Meta(gt=0, le=1_000_000)]
+Degree = Annotated[int, Meta(gt=0, le=4096)]
+MAX_ROWS = 4096
+
+
+class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class ConfigSpec(Frozen):
+    """One serving configuration; give ``system`` or ``accelerator`` (its default system)."""
+
+    model: Id
+    system: Id | None = None
+    accelerator: Id | None = None
+    precision: Precision = "fp8"
+    """Weight precision."""
+    kv_precision: Precision | None = None
+    """Default: FP8 when the weights are 8 bits or narrower and the accelerator runs FP8."""
+    tp: Degree = 1
+    pp: Degree = 1
+    dp: Degree = 1
+    ep: Degree = 1
+    batch: PositiveInt = 1
+    """Concurrent requests of the replica."""
+    isl: PositiveInt = 1024
+    """Input tokens per request."""
+    osl: PositiveInt = 256
+    """Output tokens per request."""
+    spec_draft_tokens: Annotated[int, Meta(ge=0, le=16)] = 0
+    spec_acceptance: Annotated[float, Meta(ge=0, lt=1)] = 0.0
+
+
+class EstimateRequest(Frozen):
+    configs: Annotated[tuple[ConfigSpec, ...], Meta(min_length=1, max_length=MAX_ROWS)]
+
+
+class SpecOption(Frozen):
+    draft_tokens: Annotated[int, Meta(ge=0, le=16)]
+    acceptance: Annotated[float, Meta(ge=0, lt=1)]
+
+
+class FrontierRequest(Frozen):
+    model: Id
+    system: Id | None = None
+    accelerator: Id | None = None
+    isl: PositiveInt = 1024
+    osl: PositiveInt = 256
+    precisions: tuple[Precision, ...] | None = None
+    """Default: every precision the accelerator runs."""
+    batches: Annotated[tuple[PositiveInt, ...], Meta(min_length=1, max_length=64)] = (
+        DEFAULT_BATCHES
+    )
+    speculative: Annotated[tuple[SpecOption, ...], Meta(max_length=16)] = (
+        SpecOption(draft_tokens=0, acceptance=0.0),
+    )
+
+
+class EstimateRow(Frozen):
+    """A configuration and what the performance model says it does."""
+
+    model: str
+    system: str
+    precision: str
+    kv_precision: str
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    batch: int
+    isl: int
+    osl: int
+    spec_draft_tokens: int
+    spec_acceptance: float
+    fits: bool
+    problem: str
+    """"ok", "bad_layout", "over_scale_up", "precision_unsupported" or "does_not_fit"."""
+    explanation: str | None
+    """Why there is no usable estimate, in words (None when problem is "ok")."""
+    bound: str | None
+    """Which term of the decode step binds: compute, memory, communication, overhead."""
+    devices_per_replica: int
+    systems_per_replica: int
+    max_batch: int
+    weight_gb_per_device: float
+    kv_gb_per_device: float
+    memory_gb_per_device: float
+    usable_gb_per_device: float
+    step_ms: float | None
+    tpot_ms: float | None
+    ttft_floor_ms: float | None
+    prefill_ms: float | None
+    tokens_per_s_per_user: float | None
+    tokens_per_s_per_replica: float | None
+    tokens_per_s_per_device: float | None
+
+
+class EstimateResponse(Frozen):
+    rows: tuple[EstimateRow, ...]
+
+
+class FrontierResponse(Frozen):
+    model: str
+    system: str
+    rows: tuple[EstimateRow, ...]
+    """Pareto-optimal configurations (tokens/s per device vs per user), fastest per user first."""
+
+
+def resolve_system(
+    catalog: Catalog, system: str | None, accelerator: str | None, where: str
+) -> str:
+    if (system is None) == (accelerator is None):
+        raise InputError(f"{where}: give exactly one of system or accelerator")
+    if system is not None:
+        if system not in catalog.systems:
+            raise InputError(
+                f"{where}.system: unknown system {system!r}; known: {', '.join(catalog.systems)}"
+            )
+        return system
+    assert accelerator is not None
+    if accelerator not in catalog.accelerators:
+        raise InputError(
+            f"{where}.accelerator: unknown accelerator {accelerator!r}; known: "
+            f"{', '.join(catalog.accelerators)}"
+        )
+    return catalog.default_system(accelerator).id
+
+
+def check_model(catalog: Catalog, model: str, where: str) -> None:
+    if model not in catalog.models:
+        raise InputError(
+            f"{where}.model: unknown model {model!r}; known: {', '.join(catalog.models)}"
+        )
+
+
+def to_configs(catalog: Catalog, specs: tuple[ConfigSpec, ...]) -> Configs:
+    systems = []
+    for i, spec in enumerate(specs):
+        where = f"$.configs[{i}]"
+        check_model(catalog, spec.model, where)
+        systems.append(resolve_system(catalog, spec.system, spec.accelerator, where))
+
+    def column(name: str) -> list[object]:
+        return [getattr(spec, name) for spec in specs]
+
+    configs = make_configs(
+        catalog,
+        model=column("model"),
+        system=systems,
+        tp=column("tp"),
+        pp=column("pp"),
+        dp=column("dp"),
+        ep=column("ep"),
+        precision=column("precision"),
+        batch=column("batch"),
+        isl=column("isl"),
+        osl=column("osl"),
+        spec_draft_tokens=column("spec_draft_tokens"),
+        spec_acceptance=column("spec_acceptance"),
+    )
+    given = np.array([spec.kv_precision is not None for spec in specs])
+    if given.any():
+        kv = configs.kv_precision.copy()
+        for i in np.flatnonzero(given):
+            kv[i] = PRECISIONS.index(specs[i].kv_precision)  # type: ignore[arg-type]
+        configs = dataclasses.replace(configs, kv_precision=kv)
+    return configs
+
+
+def rows(catalog: Catalog, configs: Configs, est: Estimate) -> tuple[EstimateRow, ...]:
+    models = list(catalog.models)
+    systems = list(catalog.systems)
+    out = []
+    for i in range(len(configs)):
+        ok = Problem(int(est.problem[i])) == Problem.OK
+        out.append(
+            EstimateRow(
+                model=models[configs.model[i]],
+                system=systems[configs.system[i]],
+                precision=PRECISIONS[configs.weight_precision[i]],
+                kv_precision=PRECISIONS[configs.kv_precision[i]],
+                tp=int(configs.tp[i]),
+                pp=int(configs.pp[i]),
+                dp=int(configs.dp[i]),
+                ep=int(configs.ep[i]),
+                batch=int(configs.batch[i]),
+                isl=int(configs.isl[i]),
+                osl=int(configs.osl[i]),
+                spec_draft_tokens=int(configs.spec_draft_tokens[i]),
+                spec_acceptance=float(configs.spec_acceptance[i]),
+                fits=bool(est.fits[i]),
+                problem=Problem(int(est.problem[i])).name.lower(),
+                explanation=describe_problem(catalog, configs, est, i),
+                bound=Bound(int(est.bound[i])).name.lower() if ok else None,
+                devices_per_replica=int(est.devices_per_replica[i]),
+                systems_per_replica=int(est.systems_per_replica[i]),
+                max_batch=int(est.max_batch[i]),
+                weight_gb_per_device=_num(est.weight_bytes_per_device[i], 1e-9),
+                kv_gb_per_device=_num(est.kv_bytes_per_device[i], 1e-9),
+                memory_gb_per_device=_num(est.memory_bytes_per_device[i], 1e-9),
+                usable_gb_per_device=_num(est.usable_bytes_per_device[i], 1e-9),
+                step_ms=_opt(est.step_s[i], 1e3, ok),
+                tpot_ms=_opt(est.tpot_s[i], 1e3, ok),
+                ttft_floor_ms=_opt(est.ttft_floor_s[i], 1e3, ok),
+                prefill_ms=_opt(est.prefill_s[i], 1e3, ok),
+                tokens_per_s_per_user=_opt(est.tokens_per_s_per_user[i], 1.0, ok),
+                tokens_per_s_per_replica=_opt(est.tokens_per_s_per_replica[i], 1.0, ok),
+                tokens_per_s_per_device=_opt(est.tokens_per_s_per_device[i], 1.0, ok),
+            )
+        )
+    return tuple(out)
+
+
+def _num(value: float, scale: float) -> float:
+    v = float(value) * scale
+    return v if math.isfinite(v) else 0.0
+
+
+def _opt(value: float, scale: float, ok: bool) -> float | None:
+    v = float(value) * scale
+    return v if ok and math.isfinite(v) else None

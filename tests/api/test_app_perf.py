@@ -1,0 +1,84 @@
+"""POST /v1/estimate and /v1/frontier against the real app and the real performance model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from api.app import create_app
+from api.settings import Settings
+
+MODEL, ACC = "llama-3.1-8b", "h100-sxm"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient[Any]]:
+    settings = Settings(db_path=tmp_path_factory.mktemp("perf") / "plans.sqlite")
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def test_estimate_rows_follow_the_physics(client: TestClient[Any]) -> None:
+    configs = [{"model": MODEL, "accelerator": ACC, "batch": b} for b in (1, 8, 64)]
+    configs.append({"model": MODEL, "system": "hgx-h100-8", "tp": 3})
+    r = client.post("/v1/estimate", json={"configs": configs})
+    assert r.status_code == 200, r.text
+    rows = r.json()["rows"]
+    assert [row["batch"] for row in rows[:3]] == [1, 8, 64]
+    assert all(row["fits"] and row["problem"] == "ok" for row in rows[:3])
+    per_user = [row["tokens_per_s_per_user"] for row in rows[:3]]
+    per_device = [row["tokens_per_s_per_device"] for row in rows[:3]]
+    assert per_user[0] > per_user[1] > per_user[2]  # larger batch: slower per user
+    assert per_device[0] < per_device[1] < per_device[2]  # ... and more per device
+    bad = rows[3]
+    assert not bad["fits"] and bad["problem"] == "bad_layout"
+    assert "tp" in bad["explanation"] and bad["tokens_per_s_per_user"] is None
+
+
+def test_frontier_is_pareto(client: TestClient[Any]) -> None:
+    r = client.post("/v1/frontier", json={"model": MODEL, "accelerator": ACC, "isl": 2048})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["system"] == "hgx-h100-8" and body["rows"]
+    users = [row["tokens_per_s_per_user"] for row in body["rows"]]
+    devices = [row["tokens_per_s_per_device"] for row in body["rows"]]
+    assert users == sorted(users, reverse=True)
+    assert devices == sorted(devices)  # slower per user only when cheaper per device
+    assert all(row["isl"] == 2048 and row["fits"] for row in body["rows"])
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "field"),
+    [
+        ("/v1/estimate", {"configs": []}, 400, "$.configs"),
+        ("/v1/estimate", {"configs": [{"model": MODEL, "accelerator": ACC, "tp": -2}]}, 400,
+         "$.configs[0].tp"),
+        ("/v1/estimate", {"configs": [{"model": MODEL, "accelerator": ACC, "colour": 1}]}, 400,
+         "$.configs[0].colour"),
+        ("/v1/estimate", {"configs": [{"model": MODEL, "accelerator": ACC, "precision": "fp2"}]},
+         400, "$.configs[0].precision"),
+        ("/v1/estimate", {"configs": [{"model": "gpt-9", "accelerator": ACC}]}, 422,
+         "$.configs[0].model"),
+        ("/v1/estimate", {"configs": [{"model": MODEL, "accelerator": "tpu-v99"}]}, 422,
+         "$.configs[0].accelerator"),
+        ("/v1/estimate", {"configs": [{"model": MODEL}]}, 422, "$.configs[0]"),
+        ("/v1/frontier", {"model": MODEL, "system": "nope"}, 422, "$.system"),
+        ("/v1/frontier", {"model": MODEL, "accelerator": ACC, "batches": [0]}, 400,
+         "$.batches[0]"),
+    ],
+)
+def test_bad_perf_requests_name_the_field(
+    client: TestClient[Any], path: str, body: dict[str, Any], status: int, field: str
+) -> None:
+    r = client.post(path, json=body)
+    assert r.status_code == status, r.text
+    assert r.json()["field"] == field
+
+
+def test_malformed_json_is_400(client: TestClient[Any], tmp_path: Path) -> None:
+    r = client.post("/v1/estimate", content=b"{nope", headers={"content-type": "application/json"})
+    assert r.status_code == 400
