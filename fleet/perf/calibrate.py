@@ -12,7 +12,7 @@ more than one 8-GPU NVLink domain, concurrency beyond the KV capacity) are left 
 
 Re-run (prints the factors for fleet/data/accelerators.toml and the error tables):
 
-    python -m fleet.perf.calibrate [--csv PATH] [--markdown]
+    python -m fleet.perf.calibrate [--csv PATH] [--markdown] [--catalog-factors]
 """
 
 from __future__ import annotations
@@ -164,16 +164,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=reference_csv(REPO_ROOT))
     parser.add_argument("--markdown", action="store_true", help="print the error table as markdown")
+    parser.add_argument(
+        "--catalog-factors",
+        action="store_true",
+        help="report the errors of the factors in accelerators.toml instead of re-fitting",
+    )
     args = parser.parse_args(argv)
     catalog = load_catalog()
     arrays = build_arrays(catalog)
     runs = load_measured(catalog, args.csv)
-    factors = fit(arrays, runs)
-    print("[accelerators.efficiency]  # h100-sxm and h200-sxm")
-    for name, value in factors.items():
-        print(f"{name} = {value:.3g}")
-    fitted = with_factors(arrays, HOPPER, list(factors.values()))
-    err = errors(fitted, runs)
+    if args.catalog_factors:
+        err = errors(arrays, runs)
+        print(f"factors of accelerators.toml: {catalog.accelerator(HOPPER[0]).efficiency}")
+    else:
+        factors = fit(arrays, runs)
+        print("[accelerators.efficiency]  # h100-sxm and h200-sxm")
+        for name, value in factors.items():
+            print(f"{name} = {value:.3g}")
+        err = errors(with_factors(arrays, HOPPER, list(factors.values())), runs)
     print(f"rows evaluated: {len(err.rows)} of {len(runs)}; left out: {err.excluded}")
     table = summarize(err, runs, catalog)
     if args.markdown:
