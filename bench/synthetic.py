@@ -81,9 +81,7 @@ def synthetic_tables(size: str, seed: int = 0, peak_ratio: float = 3.0) -> Plann
     # Pools: system type x region, accelerators split by random weights.
     pool_types = [st for _ in range(spec.regions) for st in spec.system_types]
     pool_ids = tuple(
-        f"{SYSTEM_TYPES[st].name}-r{r}"
-        for r in range(spec.regions)
-        for st in spec.system_types
+        f"{SYSTEM_TYPES[st].name}-r{r}" for r in range(spec.regions) for st in spec.system_types
     )
     weights = rng.uniform(0.5, 1.5, len(pool_types))
     weights[[i for i, st in enumerate(pool_types) if SYSTEM_TYPES[st].wafer]] *= 0.3
@@ -140,8 +138,11 @@ def synthetic_tables(size: str, seed: int = 0, peak_ratio: float = 3.0) -> Plann
         for ob in ids["batch"]:
             for os_ in ids["standard"]:
                 for of in ids["fast"]:
-                    if o_var[of] == flagship[f] and o_mult[of] == 6.0 and o_mult[os_] == 1.0 and (
-                        o_mult[ob] == 0.5
+                    if (
+                        o_var[of] == flagship[f]
+                        and o_mult[of] == 6.0
+                        and o_mult[os_] == 1.0
+                        and (o_mult[ob] == 0.5)
                     ):
                         reference.append(len(combo_family))
                     combo_family.append(f)
@@ -216,8 +217,11 @@ def synthetic_tables(size: str, seed: int = 0, peak_ratio: float = 3.0) -> Plann
     market_weight /= market_weight.sum()
     # Fleet's standard-tier capacity, per family share, in tokens/s.
     fleet_tokens_per_s = float(
-        sum(systems[p].mean() * SYSTEM_TYPES[st].speed for p, st in enumerate(pool_types)
-            if not SYSTEM_TYPES[st].wafer)
+        sum(
+            systems[p].mean() * SYSTEM_TYPES[st].speed
+            for p, st in enumerate(pool_types)
+            if not SYSTEM_TYPES[st].wafer
+        )
     )
     n_combos = combo_family_a.shape[0]
     tokens = np.zeros((n_combos, 3, periods))
@@ -251,8 +255,9 @@ def synthetic_tables(size: str, seed: int = 0, peak_ratio: float = 3.0) -> Plann
         window_periods=np.array([24 if periods >= 24 else 1, 1, 1], dtype=np.int64),
         unserved_penalty_usd_per_output_token=np.zeros(3),
     )
-    inventory = Inventory(pool_ids=pool_ids, systems_available=systems,
-                          usd_per_system_hour=usd_per_system_hour)
+    inventory = Inventory(
+        pool_ids=pool_ids, systems_available=systems, usd_per_system_hour=usd_per_system_hour
+    )
     return PlanningTables(inventory=inventory, demand=demand, candidates=candidates)
 
 
@@ -260,5 +265,9 @@ def accelerators(tables: PlanningTables) -> int:
     """Accelerators in the synthetic fleet (pool ids name their system type)."""
     per = {st.name: st.accelerators for st in SYSTEM_TYPES}
     counts = tables.inventory.systems_available.max(axis=1)
-    return int(sum(per[pid.rsplit("-", 1)[0]] * n for pid, n in zip(
-        tables.inventory.pool_ids, counts.tolist(), strict=True)))
+    return int(
+        sum(
+            per[pid.rsplit("-", 1)[0]] * n
+            for pid, n in zip(tables.inventory.pool_ids, counts.tolist(), strict=True)
+        )
+    )

@@ -85,7 +85,7 @@ def solve(
     deadline = start + options.time_limit_s
     st = build_structure(tables, options.reconfiguration_limit)
     build_s = time.perf_counter() - start
-    inc = Incumbent(tables, start, progress)
+    inc = Incumbent(tables, start, progress, options.reconfiguration_limit)
     if options.method == "decompose":
         why = decompose(st, options, inc, deadline)
     else:
@@ -94,7 +94,7 @@ def solve(
     notes = unservable(tables)
     if inc.value is None:
         return _no_plan(tables, SolveStatus.NO_SOLUTION, why, solve_s, build_s)
-    status = SolveStatus.OPTIMAL if inc.gap <= options.gap_target else SolveStatus.FEASIBLE
+    status = SolveStatus.OPTIMAL if inc.proven(options.gap_target) else SolveStatus.FEASIBLE
     message = f"{status.value}: gap {inc.gap:.4%} after {solve_s:.2f}s ({why})"
     if notes:
         message += "; " + "; ".join(notes)

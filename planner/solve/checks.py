@@ -22,7 +22,9 @@ def check_tables(tables: PlanningTables) -> None:
         "demand.reference_combo": (d.reference_combo, (n_fam,)),
         "demand.window_periods": (d.window_periods, (n_tiers,)),
         "demand.unserved_penalty_usd_per_output_token": (
-            d.unserved_penalty_usd_per_output_token, (n_tiers,)),
+            d.unserved_penalty_usd_per_output_token,
+            (n_tiers,),
+        ),
         "candidates.tokens_per_s_per_replica": (cand.tokens_per_s_per_replica, (n_cand, periods)),
         "candidates.max_replicas": (cand.max_replicas, (n_cand,)),
         "candidates.systems_per_replica": (cand.systems_per_replica, (n_cand,)),

@@ -53,7 +53,7 @@ def improved_duals(st: Structure, y_rows: FloatArray) -> FloatArray:
     rc = c - at @ y
     xcols = np.flatnonzero((st.col_kind == REPLICAS) & (st.col_cap_row >= 0))
     rows = st.col_cap_row[xcols]
-    rate = -np.asarray(st.matrix[rows, xcols]).ravel()
+    rate = st.col_rate[xcols]
     room = np.where(rate > 0, np.maximum(-rc[xcols], 0.0) / np.maximum(rate, 1e-300), np.inf)
     raise_by = np.full(st.n_rows, np.inf)
     np.minimum.at(raise_by, rows, room)

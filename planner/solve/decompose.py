@@ -26,7 +26,7 @@ import numpy.typing as npt
 from planner.solution import SolveOptions
 from planner.solve import baselines
 from planner.solve.cuts import benders_cuts
-from planner.solve.evaluate import repair
+from planner.solve.evaluate import reconfiguration_ok, repair
 from planner.solve.incumbent import Incumbent, trivial_bound
 from planner.solve.linear import Engine, Outcome, solve_program
 from planner.solve.master import Master
@@ -60,9 +60,7 @@ def heaviest(st: Structure, z: FloatArray) -> IntArray:
     return out
 
 
-def decompose(
-    st: Structure, options: SolveOptions, inc: Incumbent, deadline: float
-) -> str:
+def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: float) -> str:
     """Improve ``inc`` (plan and bound) until the gap target or the deadline; returns why it
     stopped, in words."""
     tables = st.tables
@@ -71,9 +69,11 @@ def decompose(
         return deadline - time.perf_counter()
 
     ref = tables.demand.reference_combo
+    limit = options.reconfiguration_limit
+    inc.offer(ref, np.zeros(st.x_col.shape, dtype=np.int64), None, "empty plan")
     inc.offer(ref, baselines.greedy(tables), None, "greedy baseline")
     inc.tighten(trivial_bound(tables), "demand at best prices")
-    if inc.gap <= options.gap_target:
+    if inc.proven(options.gap_target):
         return "gap target met by the greedy plan"
 
     root = solve_program(st.joint(integer=False), Engine.GLOP, left())
@@ -91,7 +91,12 @@ def decompose(
             return False
         lp_value[tuple(combo.tolist())] = fixed.objective
         master.add(benders_cuts(st, fixed.duals))
-        x = repair(tables, combo, replicas_from(st, fixed.values, round_down=True))
+        x = repair(
+            tables,
+            combo,
+            replicas_from(st, fixed.values, round_down=True),
+            reconfiguration_limit=limit,
+        )
         inc.offer(combo, x, fixed.duals, "prices fixed, replicas rounded and repaired")
         return True
 
@@ -106,7 +111,9 @@ def decompose(
             threads=options.threads,
         )
         if mip.values is not None:
-            x = repair(tables, combo, replicas_from(st, mip.values, round_down=False))
+            x = replicas_from(st, mip.values, round_down=False)
+            if reconfiguration_ok(tables, x, limit):
+                x = repair(tables, combo, x, reconfiguration_limit=limit)
             inc.offer(combo, x, None, "prices fixed, integer replicas (SCIP)")
         if math.isfinite(mip.bound):
             master.add_value_cut(combo, mip.bound, inc.bound - mip.bound)
@@ -114,14 +121,14 @@ def decompose(
     if not try_prices(heaviest(st, root.values[st.n_cols :])):
         return "hour LP at the root's prices did not finish"
     while True:
-        if inc.gap <= options.gap_target:
+        if inc.proven(options.gap_target):
             return "gap target met"
         if left() <= 0:
             return "time limit"
         res = master.solve(left(), max(options.gap_target / 4, 1e-9))
         if math.isfinite(res.bound):
             inc.tighten(res.bound, "price master")
-        if inc.gap <= options.gap_target:
+        if inc.proven(options.gap_target):
             return "gap target met"
         if res.combo is None:
             return "price master found no choice within the time limit"

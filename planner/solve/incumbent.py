@@ -10,11 +10,14 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.solution import Progress, ProgressCallback
-from planner.solve.evaluate import PlanValue, evaluate
+from planner.solve.evaluate import PlanValue, evaluate, reconfiguration_ok
 from planner.tables import PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+
+ABS_TOLERANCE_USD = 1e-5
 
 
 def relative_gap(bound: float, objective: float) -> float:
@@ -45,6 +48,7 @@ class Incumbent:
     tables: PlanningTables
     start_s: float
     progress: ProgressCallback | None
+    reconfiguration_limit: float | None = None
     combo: IntArray | None = None
     replicas: IntArray | None = None
     value: PlanValue | None = None
@@ -61,9 +65,16 @@ class Incumbent:
     def gap(self) -> float:
         return relative_gap(self.bound, self.objective)
 
+    def proven(self, gap_target: float) -> bool:
+        """Gap within target, or bound and plan within a micro-dollar (MIP solvers' absolute
+        tolerance; matters only for toy instances)."""
+        return self.gap <= gap_target or self.bound - self.objective <= ABS_TOLERANCE_USD
+
     def offer(
         self, combo: IntArray, replicas: IntArray, duals: FloatArray | None, source: str
     ) -> bool:
+        if not reconfiguration_ok(self.tables, replicas, self.reconfiguration_limit):
+            return False
         value = evaluate(self.tables, combo, replicas)
         if self.value is None or value.objective_usd > self.objective + 1e-9 * max(
             1.0, abs(self.objective)
@@ -84,8 +95,10 @@ class Incumbent:
 
     def report(self, message: str) -> None:
         elapsed = time.perf_counter() - self.start_s
-        self.log.append(f"{elapsed:.2f}s {message}: objective {self.objective:.6g}, "
-                        f"bound {self.bound:.6g}, gap {self.gap:.3%}")
+        self.log.append(
+            f"{elapsed:.2f}s {message}: objective {self.objective:.6g}, "
+            f"bound {self.bound:.6g}, gap {self.gap:.3%}"
+        )
         if self.progress is not None:
             self.progress(
                 Progress(

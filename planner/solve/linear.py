@@ -126,7 +126,7 @@ def solve_program(
     is_mip = bool(lp.col_integer.any())
     if is_mip:
         params.relative_gap_tolerance = relative_gap
-        params.absolute_gap_tolerance = 1e-6
+        params.absolute_gap_tolerance = 0.0
     if engine is Engine.HIGHS:
         # MathOpt rejects the common `threads` parameter for HiGHS; set it through the options.
         params.highs.int_options["threads"] = max(1, threads)

@@ -49,8 +49,21 @@ class Master:
     value_cuts: list[tuple[IntArray, float, float]] = field(default_factory=list)
 
     def add(self, cuts: Cuts) -> None:
-        self.alphas.append(cuts.alpha)
-        self.betas.append(cuts.beta)
+        """Add the cuts, skipping any group whose cut is already in (same point, same cut)."""
+        fresh = np.ones(self.n_groups, dtype=bool)
+        beta = cuts.beta.toarray()
+        for alpha_old, beta_old in zip(self.alphas, self.betas, strict=True):
+            same = np.isclose(alpha_old, cuts.alpha, rtol=1e-12, atol=1e-9) & np.all(
+                np.isclose(beta_old.toarray(), beta, rtol=1e-12, atol=1e-9), axis=1
+            )
+            fresh &= ~same
+        if not fresh.any():
+            return
+        # A group without a fresh cut repeats its first cut (harmless, keeps one row per group).
+        keep_alpha = np.where(fresh, cuts.alpha, self.alphas[0] if self.alphas else cuts.alpha)
+        keep_beta = np.where(fresh[:, None], beta, self.betas[0].toarray() if self.betas else beta)
+        self.alphas.append(keep_alpha)
+        self.betas.append(sparse.csr_array(keep_beta))
 
     def add_value_cut(self, combo: IntArray, bound: float, big_m: float) -> None:
         self.value_cuts.append((combo.copy(), bound, max(big_m, 0.0) + 1.0))
@@ -84,20 +97,23 @@ class Master:
             lo.append(np.array([-np.inf]))
             hi.append(np.array([bound + big_m * n_fam]))
         a = sparse.vstack(blocks, format="csr")
-        res = milp(
-            c,
-            integrality=np.concatenate([np.ones(n_combos), np.zeros(g)]),
-            bounds=Bounds(
+        args = {
+            "c": c,
+            "integrality": np.concatenate([np.ones(n_combos), np.zeros(g)]),
+            "bounds": Bounds(
                 np.concatenate([np.zeros(n_combos), np.full(g, -np.inf)]),
                 np.concatenate([np.ones(n_combos), np.full(g, np.inf)]),
             ),
-            constraints=LinearConstraint(a, np.concatenate(lo), np.concatenate(hi)),
-            options={
-                "time_limit": max(time_limit_s, 0.05),
-                "mip_rel_gap": relative_gap,
-                "disp": False,
-            },
-        )
+            "constraints": LinearConstraint(a, np.concatenate(lo), np.concatenate(hi)),
+        }
+        options = {
+            "time_limit": max(time_limit_s, 0.05),
+            "mip_rel_gap": relative_gap,
+            "disp": False,
+        }
+        res = milp(**args, options=options)
+        if res.status == 4:  # HiGHS "solve error", seen from its presolve on repeated cuts
+            res = milp(**args, options={**options, "presolve": False})
         if res.x is None:
             dual = getattr(res, "mip_dual_bound", None)
             bound = -float(dual) if dual is not None and math.isfinite(dual) else math.inf

@@ -79,6 +79,8 @@ class Structure:
     """(cols,): the capacity row (3) of a replicas or served column, -1 otherwise."""
     col_dem_row: IntArray
     """(cols,): the demand row (2) of a served column, -1 otherwise."""
+    col_rate: FloatArray
+    """(cols,): scaled tokens/s one replica adds to its capacity row (0 for other columns)."""
     n_groups: int
 
     @property
@@ -350,6 +352,7 @@ def build_structure(tables: PlanningTables, reconfiguration_limit: float | None)
             [n_dem + cap_key_of_cand[xc] * periods + xt, cap_row, np.full(n_d, -1)]
         ).astype(np.int64),
         col_dem_row=np.concatenate([np.full(n_x, -1), s_row, np.full(n_d, -1)]).astype(np.int64),
+        col_rate=np.concatenate([rate[xc, xt] / token_scale, np.zeros(n_s + n_d)]),
         n_groups=int(groups.max()) + 1 if periods else 0,
     )
 

@@ -14,7 +14,7 @@ import time
 
 from planner.solution import SolveOptions
 from planner.solve.decompose import heaviest, replicas_from
-from planner.solve.evaluate import repair
+from planner.solve.evaluate import reconfiguration_ok, repair
 from planner.solve.incumbent import Incumbent, trivial_bound
 from planner.solve.linear import Engine, Outcome, solve_program
 from planner.solve.model import Structure
@@ -36,7 +36,10 @@ def monolithic(st: Structure, options: SolveOptions, inc: Incumbent, deadline: f
         return f"{options.method} reports the model infeasible"
     if res.values is not None:
         combo = heaviest(st, res.values[st.n_cols :])
-        x = repair(st.tables, combo, replicas_from(st, res.values, round_down=False))
+        x = replicas_from(st, res.values, round_down=False)
+        limit = options.reconfiguration_limit
+        if reconfiguration_ok(st.tables, x, limit):
+            x = repair(st.tables, combo, x, reconfiguration_limit=limit)
         inc.offer(combo, x, None, f"{options.method} MILP")
     if math.isfinite(res.bound):
         inc.tighten(res.bound, f"{options.method} MILP")

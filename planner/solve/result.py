@@ -20,9 +20,7 @@ def served_by_candidate(tables: PlanningTables, inc: Incumbent) -> FloatArray:
     assert inc.combo is not None and inc.replicas is not None and inc.value is not None
     prods = products(tables, inc.combo)
     cap = inc.value.capacity_tokens_per_s
-    util = np.divide(
-        inc.value.served_tokens_per_s, cap, out=np.zeros_like(cap), where=cap > 0
-    )
+    util = np.divide(inc.value.served_tokens_per_s, cap, out=np.zeros_like(cap), where=cap > 0)
     rate = tables.candidates.tokens_per_s_per_replica * inc.replicas * prods.useful[:, None]
     return rate * util[prods.product_of_cand]
 
@@ -62,8 +60,11 @@ def binding_constraints(st: Structure, inc: Incumbent) -> tuple[BindingConstrain
                 continue
             when = f"period={start}" if w == 1 else f"periods={start}-{sl.stop - 1}"
             price = float(y[rows[b]]) / st.token_scale if y is not None and b < rows.size else 0.0
-            out.append(BindingConstraint(
-                "demand", f"family={d.family_ids[f]},tier={d.tier_ids[k]},{when}", price))
+            out.append(
+                BindingConstraint(
+                    "demand", f"family={d.family_ids[f]},tier={d.tier_ids[k]},{when}", price
+                )
+            )
     return tuple(out)
 
 
