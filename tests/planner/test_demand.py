@@ -23,8 +23,30 @@ from planner.scenario_check import decode_scenario
 QUALITY = {"llama-3.1-8b": 16.0, "llama-3.1-70b": 27.0}
 
 
+def _pinned(doc: dict[str, Any]) -> None:
+    """The figures these tests compute by hand, independent of how tiny.toml is tuned."""
+    d = doc["demand"][0]
+    d["requests_per_s"] = [50.0 if h == 10 else 20.0 for h in range(24)]
+    d["mean_input_tokens"], d["mean_output_tokens"] = 1500, 400
+    d["choice"] = {
+        "reference_shares": {"standard": 0.6, "fast": 0.1, "outside": 0.3},
+        "price_sensitivity": 1.2,
+        "speed_weight": 0.5,
+    }
+    doc["families"][0].update(usd_per_m_input_tokens=0.10, usd_per_m_output_tokens=0.20)
+    doc["tiers"][0].update(multipliers=[0.8, 1.0, 1.25], reference_multiplier=1.0)
+    doc["tiers"][0]["min_tokens_per_s_per_user"] = 30
+    doc["tiers"][1].update(multipliers=[1.5, 2.0, 3.0, 4.0], reference_multiplier=2.0)
+    doc["tiers"][1]["min_tokens_per_s_per_user"] = 120
+
+
 def _scenario(tiny_with, edit=None):
-    return decode_scenario(tiny_with(edit), "json")
+    def both(doc: dict[str, Any]) -> None:
+        _pinned(doc)
+        if edit is not None:
+            edit(doc)
+
+    return decode_scenario(tiny_with(both), "json")
 
 
 def _combo(demand, family: int, multipliers: dict[int, float], variants=None) -> int:
@@ -43,7 +65,7 @@ def test_reference_prices_reproduce_reference_shares(tiny_with) -> None:
     demand, info = build_demand(_scenario(tiny_with), QUALITY)
     ref = int(demand.reference_combo[0])
     assert demand.offers.multiplier[demand.combo_offer[ref]].tolist() == [1.0, 2.0]
-    # tiny: hour 10 forecast 50 requests/s inside; shares standard 0.6, fast 0.1, outside 0.3.
+    # Hour 10: forecast 50 requests/s inside; shares standard 0.6, fast 0.1, outside 0.3.
     requests = demand.tokens_per_s[ref, :, 10] / 400.0
     np.testing.assert_allclose(requests, [50 * 0.6 / 0.7, 50 * 0.1 / 0.7], rtol=1e-12)
     np.testing.assert_allclose(info.requests_per_s[0, 10], 50.0)
@@ -86,7 +108,7 @@ def test_utility_shift_matches_the_formula(tiny_with) -> None:
 def test_revenue_per_output_token_includes_input(tiny_with) -> None:
     demand, _ = build_demand(_scenario(tiny_with), QUALITY)
     o = demand.offers
-    # tiny: 0.10 USD/M input, 0.20 USD/M output, 1500 input and 400 output tokens per request.
+    # 0.10 USD/M input, 0.20 USD/M output, 1500 input and 400 output tokens per request.
     per_token = (0.20 + 0.10 * 1500 / 400) / 1e6
     np.testing.assert_allclose(o.usd_per_output_token[:, 0], o.multiplier * per_token)
     assert o.usd_per_output_token.shape == (len(o.multiplier), 24)
