@@ -96,7 +96,7 @@ def format_measured(value: Measured) -> str:
         return str(value).lower()
     if isinstance(value, str):
         return value if len(value) <= 70 else value[:67] + "..."
-    if abs(value) >= 1e5:
+    if abs(value) >= 1e3:
         return f"{value:,.0f}"
     return f"{value:.4g}"
 
