@@ -27,7 +27,7 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin, SwaggerRenderPlugin
 
-from api.controllers.catalog import CatalogController
+from api.controllers.catalog import CatalogController, EncodedCatalog
 from api.controllers.health import HealthController
 from api.controllers.perf import PerfController
 from api.controllers.plans import PlanController
@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     store = Store(settings.db_path)
     runner = JobRunner(store, settings)
     arrays = build_arrays(catalog)
+    catalog_json = EncodedCatalog.of(catalog)
     plans = PlanService(store, runner, catalog, arrays, settings)
 
     @asynccontextmanager
@@ -85,6 +86,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "plans": Provide(lambda: plans, use_cache=True, sync_to_thread=False),
             "catalog": Provide(lambda: catalog, use_cache=True, sync_to_thread=False),
             "arrays": Provide(lambda: arrays, use_cache=True, sync_to_thread=False),
+            "catalog_json": Provide(lambda: catalog_json, use_cache=True, sync_to_thread=False),
         },
         exception_handlers=dict(EXCEPTION_HANDLERS),
         request_max_body_size=settings.max_body_bytes,

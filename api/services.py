@@ -132,6 +132,12 @@ class PlanService:
             raise NotFound(f"no plan {plan_id!r}", field="plan_id")
         return record
 
+    async def get_with_reports(self, plan_id: str) -> tuple[PlanRecord, tuple[str, ...]]:
+        found = await _off_loop(self.store.get_with_reports, plan_id)
+        if found is None:
+            raise NotFound(f"no plan {plan_id!r}", field="plan_id")
+        return found
+
     async def request(self, plan_id: str) -> bytes:
         request = await _off_loop(self.store.request, plan_id)
         if request is None:

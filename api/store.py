@@ -182,6 +182,14 @@ class Store:
         ).fetchone()
         return _record(row) if row else None
 
+    def get_with_reports(self, plan_id: str) -> tuple[PlanRecord, tuple[str, ...]] | None:
+        """The plan (with its JSON when done) and its report table names: one read."""
+        record = self.get(plan_id, with_plan=True)
+        if record is None:
+            return None
+        names = tuple(self.report_names(plan_id)) if record.status == PlanStatus.DONE else ()
+        return record, names
+
     def request(self, plan_id: str) -> bytes | None:
         row = self._conn().execute("SELECT request FROM plans WHERE id = ?", (plan_id,)).fetchone()
         return bytes(row[0]) if row else None

@@ -1,12 +1,37 @@
-"""``/v1/catalog``: the accelerators, systems and models farebox knows, with their sources."""
+"""``/v1/catalog``: the accelerators, systems and models farebox knows, with their sources.
+
+The catalog does not change while the server runs, so each list is encoded to JSON once when the
+app is built (``EncodedCatalog``) and served as bytes; the OpenAPI schema still describes the
+catalog types.
+"""
 
 from __future__ import annotations
 
-from litestar import Controller, get
+from dataclasses import dataclass
+
+import msgspec
+from litestar import Controller, Response, get
 from litestar.di import NamedDependency
 
 from fleet.catalog.load import Catalog
 from fleet.catalog.schema import Accelerator, Model, System
+
+JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedCatalog:
+    accelerators: bytes
+    systems: bytes
+    models: bytes
+
+    @classmethod
+    def of(cls, catalog: Catalog) -> EncodedCatalog:
+        return cls(
+            accelerators=msgspec.json.encode(tuple(catalog.accelerators.values())),
+            systems=msgspec.json.encode(tuple(catalog.systems.values())),
+            models=msgspec.json.encode(tuple(catalog.models.values())),
+        )
 
 
 class CatalogController(Controller):
@@ -14,13 +39,19 @@ class CatalogController(Controller):
     tags = ("catalog",)
 
     @get("/accelerators", operation_id="listAccelerators", summary="Accelerators")
-    async def accelerators(self, catalog: NamedDependency[Catalog]) -> tuple[Accelerator, ...]:
-        return tuple(catalog.accelerators.values())
+    async def accelerators(
+        self, catalog_json: NamedDependency[EncodedCatalog]
+    ) -> Response[tuple[Accelerator, ...]]:
+        return Response(catalog_json.accelerators, media_type=JSON)  # type: ignore[arg-type]
 
     @get("/systems", operation_id="listSystems", summary="Systems (nodes, racks, wafers)")
-    async def systems(self, catalog: NamedDependency[Catalog]) -> tuple[System, ...]:
-        return tuple(catalog.systems.values())
+    async def systems(
+        self, catalog_json: NamedDependency[EncodedCatalog]
+    ) -> Response[tuple[System, ...]]:
+        return Response(catalog_json.systems, media_type=JSON)  # type: ignore[arg-type]
 
     @get("/models", operation_id="listModels", summary="Models")
-    async def models(self, catalog: NamedDependency[Catalog]) -> tuple[Model, ...]:
-        return tuple(catalog.models.values())
+    async def models(
+        self, catalog_json: NamedDependency[EncodedCatalog]
+    ) -> Response[tuple[Model, ...]]:
+        return Response(catalog_json.models, media_type=JSON)  # type: ignore[arg-type]

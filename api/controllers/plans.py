@@ -28,7 +28,7 @@ from litestar.status_codes import (
 
 from api.errors import ErrorBody, NotFound, input_error_body
 from api.services import PlanService
-from api.store import FailureKind, PlanRecord, PlanStatus
+from api.store import FailureKind, PlanStatus
 from api.wire import PlanPage, PlanResource, encode_plan_resource, plan_href, plan_info
 from fleet.errors import InputError
 from planner.scenario import Scenario
@@ -163,8 +163,7 @@ async def _resource(
     plans: PlanService, plan_id: str, status: int, headers: dict[str, str] | None = None
 ) -> Response[PlanResource]:
     """The plan resource as JSON, with the stored plan spliced in without re-encoding."""
-    record: PlanRecord = await plans.get(plan_id, with_plan=True)
-    tables = await plans.report_tables(record)
+    record, tables = await plans.get_with_reports(plan_id)
     return Response(
         encode_plan_resource(record, tables),  # type: ignore[arg-type]
         status_code=status,
