@@ -162,7 +162,7 @@ class JobRunner:
                     self._kill(job, "timeout")
         if time.monotonic() >= self._next_lease_s:
             self._next_lease_s = time.monotonic() + settings.lease_s / 3
-            await self._call(self.store.renew, self.owner, settings.lease_s)
+            await self._call(self.store.renew, self.owner, list(self._jobs), settings.lease_s)
             requeued = await self._call(self.store.requeue_expired, settings.max_attempts)
             if requeued:
                 log.warning("queued again %d plan(s) whose runner stopped", requeued)

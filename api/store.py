@@ -277,10 +277,17 @@ class Store:
             return None
         return Claim(id=row[0], request=bytes(row[1]), time_limit_s=row[2], attempts=row[3])
 
-    def renew(self, owner: str, lease_s: float) -> None:
+    def renew(self, owner: str, plan_ids: Iterable[str], lease_s: float) -> None:
+        """Extend the lease on the plans this runner is still solving (only those: a plan whose
+        outcome could not be recorded lets its lease expire and runs again)."""
+        ids = list(plan_ids)
+        if not ids:
+            return
+        marks = ", ".join("?" * len(ids))
         self._conn().execute(
-            "UPDATE plans SET lease_expires_at = ? WHERE lease_owner = ? AND status = ?",
-            (self.clock() + lease_s, owner, PlanStatus.RUNNING),
+            "UPDATE plans SET lease_expires_at = ? WHERE lease_owner = ? AND status = ? "
+            f"AND id IN ({marks})",
+            (self.clock() + lease_s, owner, PlanStatus.RUNNING, *ids),
         )
 
     def statuses(self, plan_ids: Iterable[str]) -> dict[str, PlanStatus]:

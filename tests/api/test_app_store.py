@@ -95,12 +95,26 @@ def test_expired_lease_requeues_until_max_attempts(store: tuple[Store, Clock]) -
     assert record.failure_kind == FailureKind.CRASH and "3 times" in (record.reason or "")
 
 
+def test_renew_only_named_plans(store: tuple[Store, Clock]) -> None:
+    s, clock = store
+    s.enqueue("a", "n", b"{}", 5.0, queue_max=9)
+    s.enqueue("b", "n", b"{}", 5.0, queue_max=9)
+    s.claim("r1", lease_s=10)
+    s.claim("r1", lease_s=10)
+    clock.now += 8
+    s.renew("r1", ["a"], lease_s=10)  # "b" is no longer followed by r1
+    clock.now += 8
+    assert s.requeue_expired(max_attempts=3) == 1
+    assert s.get("a").status == PlanStatus.RUNNING  # type: ignore[union-attr]
+    assert s.get("b").status == PlanStatus.QUEUED  # type: ignore[union-attr]
+
+
 def test_renew_keeps_lease_and_release_gives_back(store: tuple[Store, Clock]) -> None:
     s, clock = store
     s.enqueue("a", "n", b"{}", 5.0, queue_max=9)
     s.claim("r1", lease_s=10)
     clock.now += 8
-    s.renew("r1", lease_s=10)
+    s.renew("r1", ["a"], lease_s=10)
     clock.now += 8
     assert s.requeue_expired(max_attempts=3) == 0
     assert s.release("r1") == 1
