@@ -128,17 +128,43 @@ def _free_port() -> int:
 
 
 def _start(server: str, port: int, db: Path, queue_max: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "FAREBOX_DB": str(db),
-           "FAREBOX_QUEUE_MAX": str(queue_max), "FAREBOX_WORKERS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "FAREBOX_DB": str(db),
+        "FAREBOX_QUEUE_MAX": str(queue_max),
+        "FAREBOX_WORKERS": "1",
+    }
     if server == "granian":
-        cmd = [sys.executable, "-c", "import sys; from api.cli import main; sys.exit(main())",
-               "serve", "--host", HOST, "--port", str(port)]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from api.cli import main; sys.exit(main())",
+            "serve",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+        ]
     else:
-        cmd = [sys.executable, "-m", "uvicorn", "--factory", "api.app:create_app", "--host", HOST,
-               "--port", str(port), "--log-level", "warning", "--no-access-log"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "api.app:create_app",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ]
     with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -159,8 +185,10 @@ async def _bench(args: argparse.Namespace, port: int) -> int:
     body = tiny.encode()
     tally, _ = await _load(port, _post("/v1/plans?wait=60", port, body), 1, 90, 1, keep=True)
     plan_id = json.loads(tally.bodies[0])["id"]
-    print(f"server: {args.server}, 1 HTTP worker, 1 solver worker; {args.connections} keep-alive "
-          f"connections, {args.duration:g} s or {args.max_requests} requests per read endpoint")
+    print(
+        f"server: {args.server}, 1 HTTP worker, 1 solver worker; {args.connections} keep-alive "
+        f"connections, {args.duration:g} s or {args.max_requests} requests per read endpoint"
+    )
     for name, path in (
         ("GET /v1/plans/{id}", f"/v1/plans/{plan_id}"),
         ("GET /v1/catalog/models", "/v1/catalog/models"),
@@ -168,19 +196,25 @@ async def _bench(args: argparse.Namespace, port: int) -> int:
         ("GET /health", "/health"),
     ):
         await _load(port, _get(path, port), args.connections, 0.5, 500, keep=False)  # warm
-        tally, elapsed = await _load(port, _get(path, port), args.connections, args.duration,
-                                     args.max_requests, keep=False)
+        tally, elapsed = await _load(
+            port, _get(path, port), args.connections, args.duration, args.max_requests, keep=False
+        )
         _report(name, tally, elapsed)
 
-    print(f"\noverload: {args.posts} POST /v1/plans from {args.post_connections} clients, "
-          f"queue_max={args.queue_max}, 1 solver worker")
-    tally, elapsed = await _load(port, _post("/v1/plans", port, body), args.post_connections,
-                                 120, args.posts, keep=True)
+    print(
+        f"\noverload: {args.posts} POST /v1/plans from {args.post_connections} clients, "
+        f"queue_max={args.queue_max}, 1 solver worker"
+    )
+    tally, elapsed = await _load(
+        port, _post("/v1/plans", port, body), args.post_connections, 120, args.posts, keep=True
+    )
     _report("POST /v1/plans (overload)", tally, elapsed)
     accepted = [json.loads(b)["id"] for b in tally.bodies if b and b'"href"' in b]
     refused = tally.statuses.get(503, 0)
-    print(f"  accepted {len(accepted)}, refused 503 {refused} (without Retry-After: "
-          f"{tally.retry_after_missing}), other {len(tally.latencies_s) - len(accepted) - refused}")
+    print(
+        f"  accepted {len(accepted)}, refused 503 {refused} (without Retry-After: "
+        f"{tally.retry_after_missing}), other {len(tally.latencies_s) - len(accepted) - refused}"
+    )
     start = time.monotonic()
     lost = []
     reader, writer = await asyncio.open_connection(HOST, port)
@@ -198,9 +232,11 @@ async def _bench(args: argparse.Namespace, port: int) -> int:
             lost.append((pid, state))
     writer.close()
     drained = time.monotonic() - start
-    print(f"  every accepted plan finished: {not lost} ({len(accepted) - len(lost)}/"
-          f"{len(accepted)} done, drained in {drained:.1f} s, "
-          f"{len(accepted) / max(drained, 1e-9):.2f} solves/s)")
+    print(
+        f"  every accepted plan finished: {not lost} ({len(accepted) - len(lost)}/"
+        f"{len(accepted)} done, drained in {drained:.1f} s, "
+        f"{len(accepted) / max(drained, 1e-9):.2f} solves/s)"
+    )
     for pid, state in lost:
         print(f"  NOT DONE: {pid}: {state}")
     return 1 if lost or tally.retry_after_missing else 0
@@ -219,8 +255,9 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         port = _free_port()
-        proc = _start(args.server, port, Path(tmp) / "bench.sqlite", args.queue_max,
-                      Path(tmp) / "server.log")
+        proc = _start(
+            args.server, port, Path(tmp) / "bench.sqlite", args.queue_max, Path(tmp) / "server.log"
+        )
         try:
             return asyncio.run(_bench(args, port))
         finally:
