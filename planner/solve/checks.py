@@ -39,6 +39,8 @@ def check_tables(tables: PlanningTables) -> None:
     if (inv.systems_available < 0).any():
         raise ValueError("inventory.systems_available must be >= 0")
     for f in range(n_fam):
+        if not (d.combo_family == f).any():
+            continue  # reported by the solver as infeasible, in words
         ref = int(d.reference_combo[f])
         if not (0 <= ref < n_combos) or d.combo_family[ref] != f:
             raise ValueError(f"demand.reference_combo[{f}] is not a combo of family {f}")

@@ -107,7 +107,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
             st.fixed(one_hot(st, combo), integer=True),
             Engine.SCIP,
             left(),
-            relative_gap=max(options.gap_target / 2, 1e-9),
+            relative_gap=max(0.9 * options.gap_target, 1e-9),
             threads=options.threads,
         )
         if mip.values is not None:

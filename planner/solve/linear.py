@@ -27,6 +27,7 @@ from ortools.math_opt import (
 )
 from ortools.math_opt.core.python import solver as mathopt_core
 from ortools.math_opt.python import init_arguments
+from pybind11_abseil.status import StatusNotOk
 from scipy import sparse
 
 FloatArray = npt.NDArray[np.float64]
@@ -130,9 +131,13 @@ def solve_program(
     if engine is Engine.HIGHS:
         # MathOpt rejects the common `threads` parameter for HiGHS; set it through the options.
         params.highs.int_options["threads"] = max(1, threads)
-    elif engine is not Engine.GLOP:
+    elif engine is Engine.CPSAT:
         params.threads = max(1, threads)
-    result = _solve(proto, engine, params)
+    # GLOP is sequential; SCIP through MathOpt fails with threads > 1 ("GScipOutput UNKNOWN").
+    try:
+        result = _solve(proto, engine, params)
+    except StatusNotOk as err:  # a solver failure is an outcome, not a crash of the plan
+        return LinearResult(Outcome.ERROR, math.nan, math.inf, None, None, str(err), 0.0)
     return _read(result, lp, is_mip)
 
 

@@ -146,7 +146,13 @@ def period_groups(window_periods: IntArray, periods: int, coupled: bool) -> IntA
     return np.cumsum(starts) - 1
 
 
-def build_structure(tables: PlanningTables, reconfiguration_limit: float | None) -> Structure:
+def build_structure(
+    tables: PlanningTables,
+    reconfiguration_limit: float | None,
+    token_scale: float | None = None,
+) -> Structure:
+    """The hour model of ``tables``; ``token_scale`` None picks a power of ten near the median
+    tokens/s per replica."""
     inv, d, cand = tables.inventory, tables.demand, tables.candidates
     offers = d.offers
     periods = tables.periods
@@ -161,7 +167,10 @@ def build_structure(tables: PlanningTables, reconfiguration_limit: float | None)
 
     rate = np.asarray(cand.tokens_per_s_per_replica, dtype=float)
     positive = rate[rate > 0]
-    token_scale = float(10.0 ** np.floor(np.log10(np.median(positive)))) if positive.size else 1.0
+    if token_scale is None:
+        token_scale = (
+            float(10.0 ** np.floor(np.log10(np.median(positive)))) if positive.size else 1.0
+        )
 
     # Capacity keys: (family, tier, variant) sold by at least one offer.
     key_code = (offers.family * n_tiers + offers.tier) * n_var + offers.variant

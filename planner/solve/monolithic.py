@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
+
+import numpy as np
 
 from planner.solution import SolveOptions
 from planner.solve.decompose import heaviest, replicas_from
 from planner.solve.evaluate import reconfiguration_ok, repair
 from planner.solve.incumbent import Incumbent, trivial_bound
 from planner.solve.linear import Engine, Outcome, solve_program
-from planner.solve.model import Structure
+from planner.solve.model import SERVED, Structure, build_structure
 
 ENGINES = {"highs": Engine.HIGHS, "scip": Engine.SCIP, "cpsat": Engine.CPSAT}
 
@@ -25,8 +28,19 @@ ENGINES = {"highs": Engine.HIGHS, "scip": Engine.SCIP, "cpsat": Engine.CPSAT}
 def monolithic(st: Structure, options: SolveOptions, inc: Incumbent, deadline: float) -> str:
     engine = ENGINES[options.method]
     inc.tighten(trivial_bound(st.tables), "demand at best prices")
+    lp = st.joint(integer=True, names=True)
+    slack = 0.0
+    if engine is Engine.CPSAT:
+        # CP-SAT solves integer programs only: served tokens/s become integers (units of 1
+        # token/s). Flooring every served column of a plan keeps it feasible, so the continuous
+        # optimum exceeds the integer one by less than the sum of their positive objective
+        # coefficients; that sum is added to CP-SAT's bound to keep it valid.
+        st = build_structure(st.tables, options.reconfiguration_limit, token_scale=1.0)
+        lp = st.joint(integer=True, names=True)
+        lp = replace(lp, col_integer=np.ones_like(lp.col_integer))
+        slack = float(np.maximum(st.objective[st.col_kind == SERVED], 0.0).sum())
     res = solve_program(
-        st.joint(integer=True, names=True),
+        lp,
         engine,
         deadline - time.perf_counter(),
         relative_gap=options.gap_target,
@@ -42,5 +56,5 @@ def monolithic(st: Structure, options: SolveOptions, inc: Incumbent, deadline: f
             x = repair(st.tables, combo, x, reconfiguration_limit=limit)
         inc.offer(combo, x, None, f"{options.method} MILP")
     if math.isfinite(res.bound):
-        inc.tighten(res.bound, f"{options.method} MILP")
+        inc.tighten(res.bound + slack, f"{options.method} MILP")
     return f"{options.method}: {res.outcome.value}" + (f" ({res.detail})" if res.detail else "")

@@ -1,0 +1,80 @@
+"""Benchmark the planner's solver on synthetic instances; prints one line per (size, seed, method).
+
+    /work/venv/bin/python bench/bench_planner.py                       # all sizes, seed 1
+    /work/venv/bin/python bench/bench_planner.py --sizes frontier --seeds 1 2 3 --time-limit 15
+    /work/venv/bin/python bench/bench_planner.py --sizes region --methods decompose highs scip
+
+Columns: generation and model build time, solve time, status, proven gap, objective (revenue -
+cost - penalty, USD over the horizon), and the objective of two baselines on the same instance
+(``planner.solve.baselines``): (a) greedy, (b) config search + reference price list;
+"uplift_a/b" is the plan's objective over baseline (a) / (b). Instances are ``bench.synthetic``
+(invented shapes, not sourced figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.synthetic import SIZES, accelerators, synthetic_tables
+from planner.solution import SolveOptions
+from planner.solve import solve
+from planner.solve.baselines import greedy, price_list
+from planner.solve.evaluate import evaluate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1])
+    parser.add_argument("--methods", nargs="+", default=["decompose"])
+    parser.add_argument("--time-limit", type=float, default=15.0)
+    parser.add_argument("--gap", type=float, default=1e-3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--peak-ratio", type=float, default=3.0)
+    parser.add_argument("--verbose", action="store_true", help="print progress reports")
+    args = parser.parse_args()
+    print(
+        f"{'size':13} {'seed':>4} {'method':9} {'acc':>7} {'pools':>5} {'cands':>5} "
+        f"{'gen_s':>6} {'build_s':>7} {'solve_s':>7} {'status':9} {'gap':>8} "
+        f"{'objective':>14} {'greedy(a)':>14} {'list(b)':>14} {'uplift_a':>8} {'uplift_b':>8}"
+    )
+    for size in args.sizes:
+        for seed in args.seeds:
+            t0 = time.perf_counter()
+            tables = synthetic_tables(size, seed, peak_ratio=args.peak_ratio)
+            gen_s = time.perf_counter() - t0
+            ref = tables.demand.reference_combo
+            base_a = evaluate(tables, ref, greedy(tables)).objective_usd
+            base_b = evaluate(tables, ref, price_list(tables)).objective_usd
+            for method in args.methods:
+                options = SolveOptions(
+                    time_limit_s=args.time_limit,
+                    gap_target=args.gap,
+                    method=method,
+                    threads=args.threads,
+                )
+                progress = (
+                    (lambda p: print(f"    {p.elapsed_s:7.2f}s {p.message}"))
+                    if args.verbose
+                    else None
+                )
+                r = solve(tables, options, progress)
+                up_a = (r.objective_usd - base_a) / abs(base_a) if base_a else float("nan")
+                up_b = (r.objective_usd - base_b) / abs(base_b) if base_b else float("nan")
+                print(
+                    f"{size:13} {seed:>4} {method:9} {accelerators(tables):>7} "
+                    f"{len(tables.inventory.pool_ids):>5} {tables.candidates.pool.shape[0]:>5} "
+                    f"{gen_s:>6.2f} {r.build_s:>7.3f} {r.solve_s:>7.2f} {r.status.value:9} "
+                    f"{r.gap:>8.4%} {r.objective_usd:>14,.0f} {base_a:>14,.0f} "
+                    f"{base_b:>14,.0f} {up_a:>8.1%} {up_b:>8.1%}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The solver's contract: statuses, progress, time limits, plan consistency, domain-keyed names."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from planner.solution import Progress, SolveOptions, SolveStatus
+from planner.solve import solve
+from planner.solve.evaluate import evaluate
+from planner.solve.model import build_structure, column_names
+from tests.planner.solve_cases import tiny_tables
+
+
+def test_family_without_combos_is_infeasible_in_words() -> None:
+    tables = tiny_tables(3)
+    d = tables.demand
+    demand = replace(
+        d,
+        family_ids=(*d.family_ids, "orphan"),
+        reference_combo=np.concatenate([d.reference_combo, [0]]),
+    )
+    result = solve(replace(tables, demand=demand), SolveOptions())
+    assert result.status is SolveStatus.INFEASIBLE
+    assert "orphan" in result.message
+    assert math.isnan(result.objective_usd) and result.binding == ()
+
+
+def test_reference_combo_of_another_family_is_a_bug_upstream() -> None:
+    tables = tiny_tables(3)
+    d = tables.demand
+    wrong = np.flatnonzero(d.combo_family != 0)
+    if wrong.size == 0:
+        wrong = np.array([d.combo_family.shape[0]])
+    ref = d.reference_combo.copy()
+    ref[0] = wrong[0]
+    with pytest.raises(ValueError, match="reference_combo"):
+        solve(replace(tables, demand=replace(d, reference_combo=ref)), SolveOptions())
+
+
+def test_unknown_method_is_rejected() -> None:
+    with pytest.raises(ValueError, match="method"):
+        solve(tiny_tables(1), SolveOptions(method="gurobi"))
+
+
+def test_shape_mismatch_names_the_field() -> None:
+    tables = tiny_tables(1)
+    inv = replace(tables.inventory, usd_per_system_hour=np.ones(7))
+    with pytest.raises(ValueError, match="usd_per_system_hour"):
+        solve(replace(tables, inventory=inv), SolveOptions())
+
+
+@pytest.mark.parametrize("seed", [2, 5, 9])
+def test_plan_is_consistent(seed: int) -> None:
+    tables = tiny_tables(seed, window=True, penalty=True)
+    reports: list[Progress] = []
+    result = solve(tables, SolveOptions(gap_target=1e-9), progress=reports.append)
+    assert result.status is SolveStatus.OPTIMAL
+    # Progress: objectives never fall, bounds never rise, and the last report is the outcome.
+    objs = [r.objective for r in reports if r.objective is not None]
+    bounds = [r.bound for r in reports if r.bound is not None]
+    assert objs == sorted(objs) and bounds == sorted(bounds, reverse=True)
+    assert reports[-1].message == result.message
+    # Replicas within inventory and valid bounds; served within capacity; values re-derive.
+    cand, inv = tables.candidates, tables.inventory
+    used = np.zeros_like(inv.systems_available)
+    np.add.at(used, cand.pool, cand.systems_per_replica[:, None] * result.replicas)
+    assert (used <= inv.systems_available).all()
+    assert (result.replicas <= cand.max_replicas[:, None]).all()
+    cap = cand.tokens_per_s_per_replica * result.replicas
+    assert (result.served_tokens_per_s <= cap + 1e-9).all()
+    assert (result.unserved_tokens_per_s >= -1e-9).all()
+    value = evaluate(tables, result.combo, result.replicas)
+    assert value.objective_usd == pytest.approx(result.objective_usd)
+    assert result.objective_usd <= result.bound_usd + 1e-9
+    assert result.gap == pytest.approx(
+        max(result.bound_usd - result.objective_usd, 0) / max(abs(result.bound_usd), 1.0)
+    )
+    for b in result.binding:
+        assert b.kind in ("inventory", "demand") and math.isfinite(b.shadow_price_usd)
+
+
+def test_time_limit_returns_a_complete_plan_with_a_valid_bound() -> None:
+    tables = tiny_tables(4)
+    result = solve(tables, SolveOptions(time_limit_s=0.0))
+    assert result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+    assert result.replicas.shape == (tables.candidates.pool.shape[0], tables.periods)
+    assert result.bound_usd >= result.objective_usd
+    assert math.isfinite(result.gap)
+
+
+def test_binding_inventory_carries_a_shadow_price() -> None:
+    """One pool, one product whose demand exceeds the pool: every period binds, and one more
+    system is worth its revenue minus its cost."""
+    tables = tiny_tables(0)
+    result = solve(tables, SolveOptions(gap_target=1e-9))
+    keys = {b.key for b in result.binding}
+    assert all(k.count("=") >= 2 for k in keys)
+    assert all(b.shadow_price_usd >= 0 for b in result.binding if b.kind == "inventory")
+
+
+def test_columns_are_named_by_domain_key() -> None:
+    tables = tiny_tables(6, window=True)
+    st = build_structure(tables, reconfiguration_limit=0.5)
+    names = column_names(st)
+    assert len(names) == st.n_cols
+    assert len(set(names)) == len(names)
+    assert any(n.startswith("replicas[pool=pool") and ",cand=" in n for n in names)
+    assert any(n.startswith("served[family=fam0,tier=tier0,") for n in names)
+    assert any(n.startswith("moved[pool=") for n in names)
