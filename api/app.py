@@ -69,9 +69,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         await anyio.to_thread.run_sync(store.initialize)
         await runner.start()
         watchdog = (
-            asyncio.create_task(_watch_parent(settings.parent_pid))
-            if settings.parent_pid
-            else None
+            asyncio.create_task(_watch_parent(settings.parent_pid)) if settings.parent_pid else None
         )
         try:
             yield

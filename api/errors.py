@@ -103,8 +103,9 @@ def _on_input_error(_: Request[Any, Any, Any], err: InputError) -> Response[Erro
 
 def _on_not_found(_: Request[Any, Any, Any], err: NotFound) -> Response[ErrorBody]:
     return _respond(
-        ErrorBody(status_code=HTTP_404_NOT_FOUND, error="not_found", detail=err.detail,
-                  field=err.field)
+        ErrorBody(
+            status_code=HTTP_404_NOT_FOUND, error="not_found", detail=err.detail, field=err.field
+        )
     )
 
 
@@ -126,8 +127,7 @@ def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Respo
             field, message = f"{field}.{unknown.group(1)}", "unknown field"
     detail = f"{field}: {message}" if field else message
     return _respond(
-        ErrorBody(status_code=HTTP_400_BAD_REQUEST, error="bad_request", detail=detail,
-                  field=field)
+        ErrorBody(status_code=HTTP_400_BAD_REQUEST, error="bad_request", detail=detail, field=field)
     )
 
 

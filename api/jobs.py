@@ -126,11 +126,16 @@ class JobRunner:
         while True:
             record = await self._call(self.store.get, plan_id)
             left = deadline - time.monotonic()
-            if record is None or record.status in (
-                PlanStatus.DONE,
-                PlanStatus.FAILED,
-                PlanStatus.CANCELLED,
-            ) or left <= 0:
+            if (
+                record is None
+                or record.status
+                in (
+                    PlanStatus.DONE,
+                    PlanStatus.FAILED,
+                    PlanStatus.CANCELLED,
+                )
+                or left <= 0
+            ):
                 return record
             # woken when a local solve ends; polled for solves of other processes
             with contextlib.suppress(TimeoutError):

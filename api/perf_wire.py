@@ -74,9 +74,7 @@ class FrontierRequest(Frozen):
     osl: PositiveInt = 256
     precisions: tuple[Precision, ...] | None = None
     """Default: every precision the accelerator runs."""
-    batches: Annotated[tuple[PositiveInt, ...], Meta(min_length=1, max_length=64)] = (
-        DEFAULT_BATCHES
-    )
+    batches: Annotated[tuple[PositiveInt, ...], Meta(min_length=1, max_length=64)] = DEFAULT_BATCHES
     speculative: Annotated[tuple[SpecOption, ...], Meta(max_length=16)] = (
         SpecOption(draft_tokens=0, acceptance=0.0),
     )

@@ -177,9 +177,9 @@ class Store:
 
     def get(self, plan_id: str, *, with_plan: bool = False) -> PlanRecord | None:
         columns = _COLUMNS + (", plan" if with_plan else "")
-        row = self._conn().execute(
-            f"SELECT {columns} FROM plans WHERE id = ?", (plan_id,)
-        ).fetchone()
+        row = (
+            self._conn().execute(f"SELECT {columns} FROM plans WHERE id = ?", (plan_id,)).fetchone()
+        )
         return _record(row) if row else None
 
     def get_with_reports(self, plan_id: str) -> tuple[PlanRecord, tuple[str, ...]] | None:
@@ -213,9 +213,7 @@ class Store:
 
     def counts(self) -> dict[PlanStatus, int]:
         out = dict.fromkeys(PlanStatus, 0)
-        for status, n in self._conn().execute(
-            "SELECT status, count(*) FROM plans GROUP BY status"
-        ):
+        for status, n in self._conn().execute("SELECT status, count(*) FROM plans GROUP BY status"):
             out[PlanStatus(status)] = n
         return out
 
@@ -243,9 +241,11 @@ class Store:
         return cur.rowcount == 1
 
     def report(self, plan_id: str, table: str) -> bytes | None:
-        row = self._conn().execute(
-            "SELECT parquet FROM reports WHERE plan_id = ? AND name = ?", (plan_id, table)
-        ).fetchone()
+        row = (
+            self._conn()
+            .execute("SELECT parquet FROM reports WHERE plan_id = ? AND name = ?", (plan_id, table))
+            .fetchone()
+        )
         return bytes(row[0]) if row else None
 
     def report_names(self, plan_id: str) -> list[str]:
@@ -259,20 +259,24 @@ class Store:
     def claim(self, owner: str, lease_s: float) -> Claim | None:
         """Atomically take the oldest queued plan and mark it running under ``owner``."""
         now = self.clock()
-        row = self._conn().execute(
-            "UPDATE plans SET status = ?, started_at = ?, attempts = attempts + 1, "
-            "lease_owner = ?, lease_expires_at = ?, progress = NULL "
-            "WHERE seq = (SELECT seq FROM plans WHERE status = ? ORDER BY seq LIMIT 1) "
-            "AND status = ? RETURNING id, request, time_limit_s, attempts",
-            (
-                PlanStatus.RUNNING,
-                now,
-                owner,
-                now + lease_s,
-                PlanStatus.QUEUED,
-                PlanStatus.QUEUED,
-            ),
-        ).fetchone()
+        row = (
+            self._conn()
+            .execute(
+                "UPDATE plans SET status = ?, started_at = ?, attempts = attempts + 1, "
+                "lease_owner = ?, lease_expires_at = ?, progress = NULL "
+                "WHERE seq = (SELECT seq FROM plans WHERE status = ? ORDER BY seq LIMIT 1) "
+                "AND status = ? RETURNING id, request, time_limit_s, attempts",
+                (
+                    PlanStatus.RUNNING,
+                    now,
+                    owner,
+                    now + lease_s,
+                    PlanStatus.QUEUED,
+                    PlanStatus.QUEUED,
+                ),
+            )
+            .fetchone()
+        )
         if row is None:
             return None
         return Claim(id=row[0], request=bytes(row[1]), time_limit_s=row[2], attempts=row[3])

@@ -28,8 +28,13 @@ class HealthController(Controller):
         except sqlite3.Error as err:
             log.error("health: database error: %s", err)
             return Response(
-                Health(status=f"database error: {err}", workers=settings.workers, running=0,
-                       queued=0, queue_max=settings.queue_max),
+                Health(
+                    status=f"database error: {err}",
+                    workers=settings.workers,
+                    running=0,
+                    queued=0,
+                    queue_max=settings.queue_max,
+                ),
                 status_code=HTTP_503_SERVICE_UNAVAILABLE,
             )
         return Response(

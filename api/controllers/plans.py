@@ -87,7 +87,8 @@ class PlanController(Controller):
             if record.status == PlanStatus.FAILED and record.failure_kind == FailureKind.INPUT:
                 error = input_error_body(InputError(record.reason or ""), plan_id=record.id)
                 return Response(  # type: ignore[return-value]
-                    error, status_code=HTTP_422_UNPROCESSABLE_ENTITY,
+                    error,
+                    status_code=HTTP_422_UNPROCESSABLE_ENTITY,
                     headers={"Location": plan_href(record.id)},
                 )
             if record.status in (PlanStatus.DONE, PlanStatus.FAILED, PlanStatus.CANCELLED):
@@ -134,8 +135,9 @@ class PlanController(Controller):
     ) -> Response[bytes]:
         table, dot, suffix = file_name.rpartition(".")
         if not dot or suffix != "parquet":
-            raise NotFound(f"report files are named {{table}}.parquet, not {file_name!r}",
-                           field="file_name")
+            raise NotFound(
+                f"report files are named {{table}}.parquet, not {file_name!r}", field="file_name"
+            )
         data = await plans.report(plan_id, table)
         return Response(
             data,
@@ -170,4 +172,3 @@ async def _resource(
         media_type=JSON,
         headers=headers or {},
     )
-

@@ -41,8 +41,9 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient[Any]
 
 def _post(client: TestClient[Any], body: dict[str, Any] | bytes, query: str = "") -> Any:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return client.post(f"/v1/plans{query}", content=content,
-                       headers={"content-type": "application/json"})
+    return client.post(
+        f"/v1/plans{query}", content=content, headers={"content-type": "application/json"}
+    )
 
 
 def test_health(client: TestClient[Any]) -> None:
@@ -67,11 +68,17 @@ def test_openapi_schema_documents_the_scenario_body(client: TestClient[Any]) -> 
     assert post["operationId"] == "createPlan"
     ref = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     assert ref.rsplit("/", 1)[-1] in spec["components"]["schemas"]
-    operation_ids = {
-        op["operationId"] for path in spec["paths"].values() for op in path.values()
-    }
-    assert {"getPlan", "listPlans", "cancelOrDeletePlan", "getPlanReportTable",
-            "listAccelerators", "listSystems", "listModels", "health"} <= operation_ids
+    operation_ids = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
+    assert {
+        "getPlan",
+        "listPlans",
+        "cancelOrDeletePlan",
+        "getPlanReportTable",
+        "listAccelerators",
+        "listSystems",
+        "listModels",
+        "health",
+    } <= operation_ids
     assert client.get("/schema").status_code == 200  # the interactive UI
 
 
@@ -90,31 +97,67 @@ BAD_BODIES = [
     ("not an object", b"[1, 2]", "$", "expected `object`"),
     ("empty body", b"", "$", "not valid json"),
     ("unknown top-level field", _with(["bogus"], 1), "$.bogus", "unknown field"),
-    ("unknown nested field", _with(["fleet", "pools", 0, "colour"], "red"),
-     "$.fleet.pools[0].colour", "unknown field"),
-    ("wrong type", _with(["fleet", "pools", 0, "count"], "six"), "$.fleet.pools[0].count",
-     "expected `int`"),
-    ("number as string", _with(["fleet", "pools", 0, "count"], "6"), "$.fleet.pools[0].count",
-     "expected `int`"),
-    ("negative count", _with(["fleet", "pools", 0, "count"], -1), "$.fleet.pools[0].count",
-     ">= 0"),
-    ("negative demand", _with(["demand", 0, "mean_output_tokens"], -5),
-     "$.demand[0].mean_output_tokens", "> 0"),
-    ("unknown system id", _with(["fleet", "pools", 0, "system"], "hgx-z900-8"),
-     "$.fleet.pools[0].system", "unknown system 'hgx-z900-8'"),
-    ("unknown model id", _with(["families", 0, "flagship"], "llama-9-9000b"),
-     "$.families[0].flagship", "unknown model 'llama-9-9000b'"),
-    ("missing field", {k: v for k, v in tiny().items() if k != "fleet"}, "$.fleet",
-     "required field missing"),
-    ("too-long horizon", _with(["demand", 0, "requests_per_s"], [1.0] * 1345), "$.demand[0]",
-     "horizon of 1345 hours"),
-    ("reference multiplier off the menu", _with(["tiers", 0, "reference_multiplier"], 7.0),
-     "$.tiers[0].reference_multiplier", "not on the menu"),
+    (
+        "unknown nested field",
+        _with(["fleet", "pools", 0, "colour"], "red"),
+        "$.fleet.pools[0].colour",
+        "unknown field",
+    ),
+    (
+        "wrong type",
+        _with(["fleet", "pools", 0, "count"], "six"),
+        "$.fleet.pools[0].count",
+        "expected `int`",
+    ),
+    (
+        "number as string",
+        _with(["fleet", "pools", 0, "count"], "6"),
+        "$.fleet.pools[0].count",
+        "expected `int`",
+    ),
+    ("negative count", _with(["fleet", "pools", 0, "count"], -1), "$.fleet.pools[0].count", ">= 0"),
+    (
+        "negative demand",
+        _with(["demand", 0, "mean_output_tokens"], -5),
+        "$.demand[0].mean_output_tokens",
+        "> 0",
+    ),
+    (
+        "unknown system id",
+        _with(["fleet", "pools", 0, "system"], "hgx-z900-8"),
+        "$.fleet.pools[0].system",
+        "unknown system 'hgx-z900-8'",
+    ),
+    (
+        "unknown model id",
+        _with(["families", 0, "flagship"], "llama-9-9000b"),
+        "$.families[0].flagship",
+        "unknown model 'llama-9-9000b'",
+    ),
+    (
+        "missing field",
+        {k: v for k, v in tiny().items() if k != "fleet"},
+        "$.fleet",
+        "required field missing",
+    ),
+    (
+        "too-long horizon",
+        _with(["demand", 0, "requests_per_s"], [1.0] * 1345),
+        "$.demand[0]",
+        "horizon of 1345 hours",
+    ),
+    (
+        "reference multiplier off the menu",
+        _with(["tiers", 0, "reference_multiplier"], 7.0),
+        "$.tiers[0].reference_multiplier",
+        "not on the menu",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("what", "body", "field", "words"), BAD_BODIES,
-                         ids=[b[0] for b in BAD_BODIES])
+@pytest.mark.parametrize(
+    ("what", "body", "field", "words"), BAD_BODIES, ids=[b[0] for b in BAD_BODIES]
+)
 def test_bad_scenario_is_422_naming_the_field(
     client: TestClient[Any], what: str, body: dict[str, Any] | bytes, field: str, words: str
 ) -> None:
@@ -186,8 +229,12 @@ def test_list_paging_rejects_bad_limit(client: TestClient[Any]) -> None:
 @pytest.mark.parametrize(
     ("tier", "change", "field", "words"),
     [
-        (1, {"min_tokens_per_s_per_user": 50_000}, "$.tiers[1].min_tokens_per_s_per_user",
-         "50000 tokens/s per user"),
+        (
+            1,
+            {"min_tokens_per_s_per_user": 50_000},
+            "$.tiers[1].min_tokens_per_s_per_user",
+            "50000 tokens/s per user",
+        ),
         (1, {"max_ttft_ms": 0.5}, "$.tiers[1].max_ttft_ms", "time to first token"),
     ],
 )

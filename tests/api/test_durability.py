@@ -40,9 +40,25 @@ def _server(db: Path, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-c", SERVE, "serve", "--host", "127.0.0.1", "--port", str(port),
-             "--db", str(db), "--workers", "1"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-c",
+                SERVE,
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--db",
+                str(db),
+                "--workers",
+                "1",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
     try:
