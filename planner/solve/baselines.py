@@ -8,8 +8,9 @@ substitution between tiers) and use only candidates of the reference offer's ser
   order of tokens/s per system, replica by replica while a replica pays for itself.
 - ``price_list``: config search plus a price list -- each product runs only its single highest
   tokens/s-per-system candidate (which meets its SLOs by construction of the candidate table),
-  with ceil(demand / rate) replicas if a full replica pays for itself; a pool asked for more
-  than it has scales every product down proportionally.
+  with ceil(demand / rate) replicas if a full replica pays for itself; where products share a
+  pool, those earning more per system-hour take their replicas first and the rest get what is
+  left.
 """
 
 from __future__ import annotations
@@ -76,17 +77,20 @@ def price_list(tables: PlanningTables) -> IntArray:
     cost = inv.usd_per_system_hour[cand.pool] * cand.systems_per_replica * tables.period_hours
     upper = replica_upper(tables)
     x = np.zeros((cand.pool.shape[0], tables.periods), dtype=np.int64)
+    free = inv.systems_available.astype(np.int64).copy()
+    picks = []
     for j in range(prods.offer.shape[0]):
         cs = np.flatnonzero(prods.useful & (prods.product_of_cand == j))
-        if cs.size == 0:
-            continue
-        c = cs[np.argmax(per_sys[cs])]
+        if cs.size:
+            c = int(cs[np.argmax(per_sys[cs])])
+            picks.append((float(prods.value_usd_per_token[j].mean() * per_sys[c] * unit), j, c))
+    for _, j, c in sorted(picks, reverse=True):
         rate = cand.tokens_per_s_per_replica[c]
+        spr = int(cand.systems_per_replica[c])
         pays = prods.value_usd_per_token[j] * unit * rate > cost[c]
         need = np.ceil(prods.demand_tokens_per_s[j] / np.maximum(rate, 1e-300))
-        x[c] = np.where(pays, np.minimum(need, upper[c]), 0).astype(np.int64)
-    used = np.zeros_like(inv.systems_available, dtype=np.float64)
-    np.add.at(used, cand.pool, cand.systems_per_replica[:, None] * x)
-    scale = np.minimum(1.0, inv.systems_available / np.maximum(used, 1e-300))
-    x = np.floor(x * scale[cand.pool]).astype(np.int64)
+        fits = free[cand.pool[c]] // spr
+        n = np.where(pays, np.minimum(np.minimum(need, upper[c]), fits), 0).astype(np.int64)
+        x[c] = n
+        free[cand.pool[c]] -= n * spr
     return x

@@ -9,7 +9,8 @@
 3. Master (``planner.solve.master``): the best combo choice under all cuts; its proven optimum is
    the bound. A new choice goes to step 2. When the master insists on a choice already solved as
    an LP, the remaining gap is replica integrality at that choice: its hour model is solved with
-   integer replicas (SCIP, time-limited) and a value cut records its bound.
+   integer replicas (``planner.solve.integer``: SCIP per period group, time-limited) and a value
+   cut records its bound.
 Stops when the gap reaches the target, on the time limit, or when no step can make progress.
 Every plan reported is complete and feasible: the first one is the greedy baseline, found before
 any LP is solved.
@@ -28,6 +29,7 @@ from planner.solve import baselines
 from planner.solve.cuts import benders_cuts
 from planner.solve.evaluate import reconfiguration_ok, repair
 from planner.solve.incumbent import Incumbent, trivial_bound
+from planner.solve.integer import solve_fixed_integer
 from planner.solve.linear import Engine, Outcome, solve_program
 from planner.solve.master import Master
 from planner.solve.model import Structure
@@ -103,12 +105,8 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     def solve_integer(combo: IntArray) -> None:
         key = tuple(combo.tolist())
         integer_done.add(key)
-        mip = solve_program(
-            st.fixed(one_hot(st, combo), integer=True),
-            Engine.SCIP,
-            left(),
-            relative_gap=max(0.9 * options.gap_target, 1e-9),
-            threads=options.threads,
+        mip = solve_fixed_integer(
+            st, one_hot(st, combo), Engine.SCIP, deadline, max(0.9 * options.gap_target, 1e-9)
         )
         if mip.values is not None:
             x = replicas_from(st, mip.values, round_down=False)
