@@ -1,8 +1,9 @@
 """The default method: Benders over the price binaries, hour LPs underneath, integer repair.
 
-1. Root: the LP relaxation of the whole model (GLOP). Its value is a valid bound; its row prices
-   give the first cut per period group (``planner.solve.cuts``); its combo weights, rounded to the
-   heaviest combo per family, give the first prices to try.
+1. Root: the LP relaxation, each period group with its own combo weights (``planner.solve.grouped``,
+   GLOP). Its value is a valid bound; its row prices give the first cut per period group
+   (``planner.solve.cuts``); its combo weights, rounded to the heaviest combo per family, give
+   the first prices to try.
 2. For each combo choice to try: solve the hour model with those prices fixed and replicas
    continuous (GLOP), add its cuts, round replicas down and repair greedily
    (``planner.solve.evaluate.repair``) -> an integer plan.
@@ -28,9 +29,10 @@ from planner.solution import SolveOptions
 from planner.solve import baselines
 from planner.solve.cuts import benders_cuts
 from planner.solve.evaluate import reconfiguration_ok, repair
+from planner.solve.grouped import solve_fixed, solve_root
 from planner.solve.incumbent import Incumbent, trivial_bound
 from planner.solve.integer import solve_fixed_integer
-from planner.solve.linear import Engine, Outcome, solve_program
+from planner.solve.linear import Engine
 from planner.solve.master import Master
 from planner.solve.model import Structure
 
@@ -78,18 +80,18 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     if inc.proven(options.gap_target):
         return "gap target met by the greedy plan"
 
-    root = solve_program(st.joint(integer=False), Engine.GLOP, left())
-    if root.outcome is not Outcome.OPTIMAL or root.duals is None:
-        return f"root LP did not finish ({root.outcome.value}: {root.detail})"
-    inc.tighten(root.objective, "root LP")
+    root = solve_root(st, deadline)
+    if root is None:
+        return "time limit in the root LP"
+    inc.tighten(root.bound, "root LP")
     master = Master(tables.demand.combo_family, st.combo_penalty_usd, st.n_groups)
     master.add(benders_cuts(st, root.duals))
     lp_value: dict[tuple[int, ...], float] = {}
     integer_done: set[tuple[int, ...]] = set()
 
     def try_prices(combo: IntArray) -> bool:
-        fixed = solve_program(st.fixed(one_hot(st, combo)), Engine.GLOP, left())
-        if fixed.outcome is not Outcome.OPTIMAL or fixed.duals is None:
+        fixed = solve_fixed(st, one_hot(st, combo), deadline)
+        if fixed is None:
             return False
         lp_value[tuple(combo.tolist())] = fixed.objective
         master.add(benders_cuts(st, fixed.duals))
@@ -116,7 +118,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if math.isfinite(mip.bound):
             master.add_value_cut(combo, mip.bound, inc.bound - mip.bound)
 
-    if not try_prices(heaviest(st, root.values[st.n_cols :])):
+    if not try_prices(heaviest(st, root.weights)):
         return "hour LP at the root's prices did not finish"
     while True:
         if inc.proven(options.gap_target):

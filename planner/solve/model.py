@@ -73,6 +73,8 @@ class Structure:
     block); zero on other rows."""
     combo_penalty_usd: FloatArray
     """(combos,): unserved penalty if nothing of the combo's demand were served."""
+    combo_penalty_by_group_usd: FloatArray
+    """(groups, combos): the same, per period group."""
     cap_key_of_cand: IntArray
     """(cands,): capacity key (family, tier, variant) index, -1 when no offer sells it."""
     col_cap_row: IntArray
@@ -335,7 +337,12 @@ def build_structure(
         [demand_b, sparse.csr_array((n_rows - n_dem, n_combos))], format="csr"
     )
     pen_unit = pen * unit
-    combo_penalty = np.einsum("mkt,k->m", np.asarray(d.tokens_per_s, dtype=float), pen_unit)
+    per_period = np.einsum("mkt,k->mt", np.asarray(d.tokens_per_s, dtype=float), pen_unit)
+    n_groups = int(groups.max()) + 1 if periods else 0
+    by_group = np.zeros((n_groups, n_combos))
+    for g in range(n_groups):
+        by_group[g] = per_period[:, groups == g].sum(axis=1)
+    combo_penalty = by_group.sum(axis=0)
     return Structure(
         tables=tables,
         token_scale=token_scale,
@@ -356,13 +363,14 @@ def build_structure(
         row_period=row_period,
         demand_by_combo=demand_full,
         combo_penalty_usd=combo_penalty,
+        combo_penalty_by_group_usd=by_group,
         cap_key_of_cand=cap_key_of_cand,
         col_cap_row=np.concatenate(
             [n_dem + cap_key_of_cand[xc] * periods + xt, cap_row, np.full(n_d, -1)]
         ).astype(np.int64),
         col_dem_row=np.concatenate([np.full(n_x, -1), s_row, np.full(n_d, -1)]).astype(np.int64),
         col_rate=np.concatenate([rate[xc, xt] / token_scale, np.zeros(n_s + n_d)]),
-        n_groups=int(groups.max()) + 1 if periods else 0,
+        n_groups=n_groups,
     )
 
 
