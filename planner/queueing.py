@@ -12,7 +12,8 @@ with C(n, a) the Erlang C probability of waiting. The fewest slots n* meeting it
 utilization cap a / n*: tokens/s per replica in the tables = raw tokens/s per replica x cap.
 Exponential service overstates the variance of real request times, so the cap is conservative.
 
-Numerics. Erlang C comes from Erlang B = Poisson pmf(n; a) / cdf(n; a) in log space (scipy), exact
+Numerics. Erlang C comes from Erlang B = Poisson pmf(n; a) / cdf(n; a), the pmf in log space
+(``scipy.special.gammaln``) and the cdf as a regularized incomplete gamma (``gammaincc``): exact
 and stable for any n (no factorials, no O(n) recursion); n* is found by a vectorized integer
 bisection. The square-root (Halfin-Whitt) staffing n = a + beta x sqrt(a), with beta solving
 P(wait > slack) ~ exp(-beta x sqrt(a) x slack / request_s) / (1 + beta Phi(beta) / phi(beta)),
@@ -23,10 +24,12 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats
+from scipy import special
 
 FloatArray = npt.NDArray[np.float64]
 ArrayLike = npt.ArrayLike
+
+_HALF_LOG_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
 
 def erlang_c(servers: ArrayLike, erlangs: ArrayLike) -> FloatArray:
@@ -44,10 +47,11 @@ def erlang_c(servers: ArrayLike, erlangs: ArrayLike) -> FloatArray:
     ns, as_ = n[stable], a[stable]
     positive = as_ > 0
     blocking = np.zeros(ns.shape)
-    blocking[positive] = np.exp(
-        stats.poisson.logpmf(ns[positive], as_[positive])
-        - stats.poisson.logcdf(ns[positive], as_[positive])
-    )
+    np_, ap = ns[positive], as_[positive]
+    # Poisson(a): log pmf(n) = n ln a - a - ln n!; cdf(n) = Q(n + 1, a), the regularized upper
+    # incomplete gamma, >= ~1/2 for n > a, so its log is safe.
+    log_pmf = np_ * np.log(ap) - ap - special.gammaln(np_ + 1.0)
+    blocking[positive] = np.exp(log_pmf - np.log(special.gammaincc(np_ + 1.0, ap)))
     out[stable] = blocking / (1.0 - (as_ / ns) * (1.0 - blocking))
     return out
 
@@ -93,19 +97,21 @@ def halfin_whitt_servers(
     )
     root = np.sqrt(np.maximum(a, 1e-12))
 
+    log_tail = np.log(eps)
+
     def excess(beta: FloatArray) -> FloatArray:
-        # log P(wait > t) - log tail; decreasing in beta.
-        ratio = beta * np.exp(special.log_ndtr(beta) - stats.norm.logpdf(beta))
-        return -np.log1p(ratio) - beta * root * x - np.log(eps)
+        # log P(wait > t) - log tail; decreasing in beta. Phi(b) / phi(b) in logs.
+        log_ratio = special.log_ndtr(beta) + 0.5 * beta * beta + _HALF_LOG_2PI
+        return -np.log1p(beta * np.exp(log_ratio)) - beta * root * x - log_tail
 
     lo = np.zeros(a.shape)
-    hi = np.full(a.shape, 1.0)
-    for _ in range(60):
+    hi = np.full(a.shape, 4.0)
+    for _ in range(20):
         grow = excess(hi) > 0
         if not np.any(grow):
             break
         hi = np.where(grow, hi * 2.0, hi)
-    for _ in range(60):
+    for _ in range(30):  # beta to ~hi / 1e9: far below one server
         mid = 0.5 * (lo + hi)
         above = excess(mid) > 0
         lo = np.where(above, mid, lo)
@@ -124,8 +130,13 @@ def servers_needed(erlangs: ArrayLike, wait_over_service: ArrayLike, tail: Array
     def ok(n: FloatArray) -> npt.NDArray[np.bool_]:
         return wait_exceeds(n, a, x) <= eps
 
-    lo = np.floor(a)  # n <= a is unstable: never enough
-    hi = np.maximum(np.ceil(1.1 * halfin_whitt_servers(a, x, eps)) + 2.0, lo + 1.0)
+    # Bracket around square-root staffing (close for large pools), checked and widened where
+    # wrong: lo must fail (n <= a always does), hi must pass.
+    guess = halfin_whitt_servers(a, x, eps)
+    slack = np.maximum(2.0, 0.02 * guess)
+    lo = np.maximum(np.floor(a), np.floor(guess - slack))
+    lo = np.where(ok(lo), np.floor(a), lo)
+    hi = np.maximum(np.ceil(guess + slack), lo + 1.0)
     for _ in range(64):
         short = ~ok(hi)
         if not np.any(short):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fleet.perf.types import Configs, Estimate, Problem
-from planner.candidates import Columns, Slo, describe, eligible, prune
+from planner.candidates import Columns, Slo, describe, eligible, frontier, prune
 from planner.queueing import utilization_cap
 from planner.reasons import GroupTrace, unserved_sentence
 from planner.scenario import Tier
@@ -65,7 +65,7 @@ def test_pruning_is_exact(seed: int) -> None:
     cols = _random_columns(rng, 300, osl)
     load = rng.uniform(0.0, 60.0, 24)
     load[3] = 0.0
-    kept = prune(cols, SLO, load, osl, chunk=64)
+    kept = prune(cols, SLO, load, osl)
     # Independent: every candidate's capacity per period, computed directly.
     erlangs = load[None, :] * cols.request_s[:, None]
     cap = utilization_cap(
@@ -171,3 +171,15 @@ def test_sentences_for_ttft_fit_and_pool_size() -> None:
     assert "smallest: 2 systems on p, which has 1 available" in unserved_sentence(
         "m", tier, too_small
     )
+
+
+@pytest.mark.parametrize(("n", "d", "block"), [(500, 2, 64), (700, 4, 256), (300, 30, 7)])
+def test_frontier_matches_pairwise_definition(n: int, d: int, block: int) -> None:
+    keys = np.random.default_rng(n).integers(0, 12, (n, d)).astype(np.float64)
+    keep = frontier(keys, block=block)
+    ge = np.all(keys[:, None, :] >= keys[None, :, :], axis=2)
+    gt = np.any(keys[:, None, :] > keys[None, :, :], axis=2)
+    strictly_dominated = (ge & gt).any(axis=0)
+    undominated = {tuple(row) for row in keys[~strictly_dominated]}
+    assert {tuple(row) for row in keys[keep]} == undominated
+    assert keep.sum() == len(undominated)  # one row per set of identical rows
