@@ -8,6 +8,8 @@ served load (Erlang C, ``planner.queueing``), so it is at least what the pooled 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fleet.catalog.schema import PRECISIONS
@@ -58,8 +60,8 @@ def assemble_plan(built: Built, result: SolveResult) -> Plan:
         "cost_usd": result.cost_usd if has_plan else 0.0,
         "penalty_usd": result.penalty_usd if has_plan else 0.0,
         "margin_usd": result.revenue_usd - result.cost_usd if has_plan else 0.0,
-        "bound_usd": result.bound_usd,
-        "gap": result.gap,
+        "bound_usd": result.bound_usd if math.isfinite(result.bound_usd) else 0.0,
+        "gap": result.gap if math.isfinite(result.gap) else 1.0,
         "solve_s": result.solve_s,
         "build_s": built.build_s + result.build_s,
         "period_hours": built.tables.period_hours,

@@ -18,12 +18,14 @@ n*, and n* grows with request_s and shrinks with slack.
 Pruning (``prune``) is exact for the solver's integer model: candidate A dominates B when
 systems_per_replica_A <= systems_per_replica_B and A's capacity per replica >= B's in every period
 (k replicas of B can always be swapped for k of A: no more systems, no less capacity, and a
-larger max_replicas). It runs in two passes: first the cheap sufficient condition
-(systems_per_replica, b, request_s, TTFT floor all at least as good -> at least as much capacity in
-every period, by the monotonicity above), then the per-period test on the survivors, after their
-headroom is computed. Tiers without a TTFT SLO have no headroom (cap 1): 2-D (systems per replica,
-raw tokens/s per replica). Quality does not differ between candidates of one group (precision is
-taken as quality-neutral), so nothing else matters to the solver.
+larger max_replicas). Steps: (a) within each (systems per unit, slots) class, the 2-D skyline of
+(request_s, TTFT floor); (b) the sufficient condition on all four (systems, slots, request_s,
+TTFT floor at least as good -> at least as much capacity in every period, by the monotonicity
+above); (c) headroom computed best-first, skipping rows whose raw capacity (an upper bound on
+theirs) is already matched in every period by a computed row with no more systems; (d) the
+per-period test on what remains. Tiers without a TTFT SLO have no headroom (cap 1): 2-D (systems
+per replica, raw tokens/s per replica). Quality does not differ between candidates of one group
+(precision is taken as quality-neutral), so nothing else matters to the solver.
 """
 
 from __future__ import annotations

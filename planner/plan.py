@@ -111,8 +111,9 @@ class Plan(Frozen, kw_only=True):
     margin_usd: float
     """revenue - cost (penalties are not money paid)."""
     bound_usd: float
-    """Proven upper bound on the objective."""
+    """Proven upper bound on the objective (0 when the solver proved none)."""
     gap: float
+    """(bound - objective) / max(|bound|, 1); 1.0 when no plan was found, 0 when infeasible."""
     solve_s: float
     build_s: float
     period_hours: float
