@@ -82,10 +82,16 @@ def wanted(e: Expectation) -> str:
     if e.equals is not None:
         return f"== {str(e.equals).lower() if isinstance(e.equals, bool) else e.equals}"
     if e.min is not None and e.max is not None:
-        return f"in [{e.min:g}, {e.max:g}]"
+        return f"in [{_bound(e.min)}, {_bound(e.max)}]"
     if e.min is not None:
-        return f">= {e.min:g}"
-    return f"<= {e.max:g}"
+        return f">= {_bound(e.min)}"
+    assert e.max is not None
+    return f"<= {_bound(e.max)}"
+
+
+def _bound(value: float) -> str:
+    """A bound as written in a file: 0.75, 1.25, 18,000, 320,000,000."""
+    return f"{value:,.0f}" if abs(value) >= 1e4 and value == int(value) else f"{value:g}"
 
 
 def format_measured(value: Measured) -> str:
