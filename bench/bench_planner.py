@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=1e-3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--peak-ratio", type=float, default=3.0)
+    parser.add_argument("--reconfiguration-limit", type=float, default=None)
     parser.add_argument("--verbose", action="store_true", help="print progress reports")
     parser.add_argument("--scenarios", nargs="+", type=Path, help="scenario files instead")
     args = parser.parse_args()
@@ -64,6 +65,7 @@ def main() -> None:
                     gap_target=args.gap,
                     method=method,
                     threads=args.threads,
+                    reconfiguration_limit=args.reconfiguration_limit,
                 )
                 progress = (
                     (lambda p: print(f"    {p.elapsed_s:7.2f}s {p.message}"))

@@ -13,7 +13,8 @@
    integer replicas (``planner.solve.integer``: SCIP per period group, time-limited) and a value
    cut records its bound.
 Stops when the gap reaches the target, on the time limit, or when no step can make progress.
-Every plan reported is complete and feasible: the first one is the greedy baseline, found before
+Every plan reported is complete and feasible: the first one is the greedy baseline (or, with a
+reconfiguration limit, its steady part grown within the limit), found before
 any LP is solved.
 """
 
@@ -28,13 +29,13 @@ import numpy.typing as npt
 from planner.solution import SolveOptions
 from planner.solve import baselines
 from planner.solve.cuts import benders_cuts
-from planner.solve.evaluate import reconfiguration_ok, repair
 from planner.solve.grouped import solve_fixed, solve_root
 from planner.solve.incumbent import Incumbent, trivial_bound
 from planner.solve.integer import solve_fixed_integer
 from planner.solve.linear import Engine
 from planner.solve.master import Master
 from planner.solve.model import Structure
+from planner.solve.repair import reconfiguration_ok, repair, round_within_reconfiguration
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -46,10 +47,16 @@ def one_hot(st: Structure, combo: IntArray) -> FloatArray:
     return z
 
 
-def replicas_from(st: Structure, values: FloatArray, *, round_down: bool) -> IntArray:
+def fractional(st: Structure, values: FloatArray) -> FloatArray:
+    """(cands, periods) replicas read from the model's column values."""
     xs = np.zeros(st.x_col.shape)
     mask = st.x_col >= 0
     xs[mask] = values[st.x_col[mask]]
+    return xs
+
+
+def replicas_from(st: Structure, values: FloatArray, *, round_down: bool) -> IntArray:
+    xs = fractional(st, values)
     xs = np.floor(xs + 1e-6) if round_down else np.round(xs)
     return np.maximum(xs, 0).astype(np.int64)
 
@@ -75,7 +82,14 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     ref = tables.demand.reference_combo
     limit = options.reconfiguration_limit
     inc.offer(ref, np.zeros(st.x_col.shape, dtype=np.int64), None, "empty plan")
-    inc.offer(ref, baselines.greedy(tables), None, "greedy baseline")
+    greedy = baselines.greedy(tables)
+    inc.offer(ref, greedy, None, "greedy baseline")
+    if limit is not None:
+        # The greedy plan may move more systems than (6) allows; its per-candidate minimum over
+        # the horizon moves none, and a bounded repair grows it within the limit.
+        steady = np.repeat(greedy.min(axis=1, keepdims=True), tables.periods, axis=1)
+        steady = repair(tables, ref, steady, reconfiguration_limit=limit, max_rounds=200)
+        inc.offer(ref, steady, None, "steady greedy plan")
     inc.tighten(trivial_bound(tables), "demand at best prices")
     if inc.proven(options.gap_target):
         return "gap target met by the greedy plan"
@@ -95,13 +109,13 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
             return False
         lp_value[tuple(combo.tolist())] = fixed.objective
         master.add(benders_cuts(st, fixed.duals))
-        x = repair(
-            tables,
-            combo,
-            replicas_from(st, fixed.values, round_down=True),
-            reconfiguration_limit=limit,
-        )
-        inc.offer(combo, x, fixed.duals, "prices fixed, replicas rounded and repaired")
+        if limit is None:
+            rounded = replicas_from(st, fixed.values, round_down=True)
+        else:
+            rounded = round_within_reconfiguration(tables, fractional(st, fixed.values), limit)
+        if rounded is not None:
+            x = repair(tables, combo, rounded, reconfiguration_limit=limit)
+            inc.offer(combo, x, fixed.duals, "prices fixed, replicas rounded and repaired")
         return True
 
     def solve_integer(combo: IntArray) -> None:

@@ -10,7 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.solution import Progress, ProgressCallback
-from planner.solve.evaluate import PlanValue, evaluate, reconfiguration_ok
+from planner.solve.evaluate import PlanValue, evaluate
+from planner.solve.repair import reconfiguration_ok
 from planner.tables import PlanningTables
 
 IntArray = npt.NDArray[np.int64]
