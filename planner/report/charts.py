@@ -163,7 +163,7 @@ def tiers_over_time(
     bottom.stackplot(x, served, colors=[colors[t] for t in tiers], alpha=0.85, step="post",
                      labels=[f"served: {t}" for t in tiers])
     bottom.step(x, np.sum(wanted, axis=0), where="post", color="black", linewidth=1.0,
-                label="demand at chosen prices (all tiers)")
+                label="demand arriving at chosen prices (batch may be served later in its window)")
     bottom.set_ylim(0, 1.25 * float(np.max(np.sum(wanted, axis=0), initial=0.0)) or 1.0)
     bottom.set_ylabel(f"output tokens/s{', ' + unit if unit else ''}")
     bottom.legend(loc="upper left", frameon=False, ncols=len(tiers) + 1)
@@ -190,15 +190,23 @@ def frontier_chart(curves: list[Curve], tiers: list[str], scenario: str, path: P
                    label="search grid (fits)")
         ax.plot(curve.frontier_user, curve.frontier_device, color="#333333", linewidth=1.4,
                 label="Pareto frontier")
-        for point in curve.points:
-            ax.scatter(point.tokens_per_s_per_user, point.tokens_per_s_per_device, s=70,
-                       color=colors.get(point.tier, "#000000"), edgecolor="black", zorder=3,
-                       linewidths=0.6)
-            ax.annotate(
-                f"{point.tier}: {point.label}", (point.tokens_per_s_per_user,
-                                                 point.tokens_per_s_per_device),
-                textcoords="offset points", xytext=(6, 5), fontsize=7.5,
+        labels: dict[tuple[float, float], dict[str, list[str]]] = {}
+        for point in curve.points:  # earlier tiers drawn larger: coinciding points stay visible
+            rank = tiers.index(point.tier) if point.tier in tiers else 0
+            xy = (point.tokens_per_s_per_user, point.tokens_per_s_per_device)
+            ax.scatter(*xy, s=max(150 - 50 * rank, 40), color=colors.get(point.tier, "#000000"),
+                       edgecolor="black", zorder=3 + rank, linewidths=0.6)
+            labels.setdefault(xy, {}).setdefault(point.label, []).append(point.tier)
+        legend_lines = []
+        for n_label, (xy, texts) in enumerate(labels.items(), start=1):
+            ax.annotate(str(n_label), xy, textcoords="offset points", xytext=(7, 4), fontsize=8,
+                        fontweight="bold")
+            legend_lines.append(
+                f"{n_label}  " + "; ".join(f"{', '.join(t)}: {c}" for c, t in texts.items())
             )
+        ax.text(0.02, 0.02, "\n".join(legend_lines), transform=ax.transAxes, fontsize=7,
+                va="bottom", ha="left", family="monospace",
+                bbox={"facecolor": "white", "edgecolor": "#CCCCCC", "alpha": 0.9})
         ax.set_xscale("log")
         ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):
@@ -213,7 +221,8 @@ def frontier_chart(curves: list[Curve], tiers: list[str], scenario: str, path: P
         for tier, floor in curve.tier_floors:
             ax.axvline(floor, color=colors.get(tier, "#000000"), linestyle="--", linewidth=0.9)
             ax.annotate(
-                f"{tier} floor {floor:g}", (floor, 0.02), xycoords=("data", "axes fraction"),
+                f"{tier} floor {floor:g}", (floor, 0.98), xycoords=("data", "axes fraction"),
+                va="top",
                 rotation=90, fontsize=7, color=colors.get(tier, "#000000"),
                 xytext=(-9, 0), textcoords="offset points",
             )
