@@ -19,6 +19,7 @@ import numpy as np
 
 from fleet.catalog import PRECISIONS, Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.perf.frontier import pareto_mask
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import FloatArray
 from planner.plan import Plan
@@ -57,21 +58,6 @@ class Curve:
     points: tuple[Point, ...]
     tier_floors: tuple[tuple[str, float], ...]
     """(tier, tokens/s per user floor) of the tiers chosen on this curve that have one."""
-
-
-def pareto_frontier(user: FloatArray, device: FloatArray) -> np.ndarray:
-    """Indices of the points not dominated in (user, device), both maximized, by ascending user.
-
-    Sweep from the fastest per user down, keeping a point when its throughput per device beats
-    every faster point's.
-    """
-    order = np.lexsort((-device, -user))
-    keep, best = [], -np.inf
-    for i in order:
-        if device[i] > best:
-            keep.append(i)
-            best = device[i]
-    return np.asarray(keep[::-1], dtype=np.int64)
 
 
 def _label(tp: int, pp: int, dp: int, ep: int, precision: str, batch: int, spec: int) -> str:
@@ -120,7 +106,8 @@ def operating_curves(
         fits = np.flatnonzero(est.fits)
         user = est.tokens_per_s_per_user[fits]
         device = est.tokens_per_s_per_device[fits]
-        front = pareto_frontier(user, device)
+        on_front = np.flatnonzero(pareto_mask(user, device))
+        front = on_front[np.argsort(user[on_front], kind="stable")]
         index = {
             (
                 int(configs.tp[i]),

@@ -15,7 +15,7 @@ from fleet.perf import CatalogArrays
 from planner.plan import Assignment, Flow, Plan, PoolUsage, TierPrice
 from planner.report import SCHEMAS, read_report, report_frames, write_report
 from planner.report.charts import write_charts
-from planner.report.operating import operating_curves, pareto_frontier
+from planner.report.operating import operating_curves
 from planner.run import load_scenario, plan_scenario
 from planner.solution import SolveStatus
 
@@ -144,12 +144,6 @@ def test_infeasible_plan_gives_empty_frames_with_schemas(tmp_path: Path) -> None
     write_report(plan, tmp_path)
     back = read_report(tmp_path)
     assert all(back[n].height == 0 and back[n].schema == s for n, s in SCHEMAS.items())
-
-
-def test_pareto_frontier_keeps_the_undominated_points() -> None:
-    user = np.array([10.0, 20.0, 30.0, 15.0, 30.0])
-    device = np.array([100.0, 80.0, 10.0, 50.0, 5.0])
-    assert pareto_frontier(user, device).tolist() == [0, 1, 2]
 
 
 def test_solved_scenario_report_matches_its_plan(
