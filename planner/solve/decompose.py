@@ -34,7 +34,7 @@ from planner.solve.incumbent import Incumbent, trivial_bound
 from planner.solve.integer import solve_fixed_integer
 from planner.solve.linear import Engine
 from planner.solve.master import Master
-from planner.solve.model import Structure
+from planner.solve.model import Structure, build_structure
 from planner.solve.repair import reconfiguration_ok, repair, round_within_reconfiguration
 
 IntArray = npt.NDArray[np.int64]
@@ -94,28 +94,50 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     if inc.proven(options.gap_target):
         return "gap target met by the greedy plan"
 
-    root = solve_root(st, deadline)
+    # With a reconfiguration limit (6) couples all periods: bounds and cuts then come from the
+    # model without (6) (a relaxation, solved per period group); (6) enters through the
+    # rounding, the per-combo LP with (6) and the integer stage.
+    relaxed = st if limit is None else build_structure(tables, None, st.token_scale)
+    root = solve_root(relaxed, deadline)
     if root is None:
         return "time limit in the root LP"
-    inc.tighten(root.bound, "root LP")
-    master = Master(tables.demand.combo_family, st.combo_penalty_usd, st.n_groups)
-    master.add(benders_cuts(st, root.duals))
+    inc.tighten(root.bound, "root LP" if limit is None else "root LP without (6)")
+    master = Master(tables.demand.combo_family, st.combo_penalty_usd, relaxed.n_groups)
+    master.add(benders_cuts(relaxed, root.duals))
     lp_value: dict[tuple[int, ...], float] = {}
+    exact_lp_done: set[tuple[int, ...]] = set()
     integer_done: set[tuple[int, ...]] = set()
 
+    def padded(duals: FloatArray) -> FloatArray:
+        """Row prices of ``relaxed`` on ``st``'s rows (the rows of (6) come last)."""
+        return np.concatenate([duals, np.zeros(st.n_rows - duals.shape[0])])
+
+    def offer_rounded(combo: IntArray, values: FloatArray, duals: FloatArray, source: str) -> None:
+        if limit is None:
+            rounded = replicas_from(st, values, round_down=True)
+        else:
+            rounded = round_within_reconfiguration(tables, fractional(st, values), limit)
+        if rounded is not None:
+            x = repair(tables, combo, rounded, reconfiguration_limit=limit)
+            inc.offer(combo, x, padded(duals), source)
+
     def try_prices(combo: IntArray) -> bool:
-        fixed = solve_fixed(st, one_hot(st, combo), deadline)
+        fixed = solve_fixed(relaxed, one_hot(st, combo), deadline)
         if fixed is None:
             return False
         lp_value[tuple(combo.tolist())] = fixed.objective
-        master.add(benders_cuts(st, fixed.duals))
-        if limit is None:
-            rounded = replicas_from(st, fixed.values, round_down=True)
-        else:
-            rounded = round_within_reconfiguration(tables, fractional(st, fixed.values), limit)
-        if rounded is not None:
-            x = repair(tables, combo, rounded, reconfiguration_limit=limit)
-            inc.offer(combo, x, fixed.duals, "prices fixed, replicas rounded and repaired")
+        master.add(benders_cuts(relaxed, fixed.duals))
+        offer_rounded(combo, fixed.values, fixed.duals, "prices fixed, replicas rounded")
+        return True
+
+    def exact_lp(combo: IntArray) -> bool:
+        """The hour LP with (6) at these prices: a value cut and a better rounding start."""
+        exact_lp_done.add(tuple(combo.tolist()))
+        fixed = solve_fixed(st, one_hot(st, combo), deadline)
+        if fixed is None:
+            return False
+        master.add_value_cut(combo, fixed.objective, inc.bound - fixed.objective)
+        offer_rounded(combo, fixed.values, fixed.duals, "prices fixed, LP with (6) rounded")
         return True
 
     def solve_integer(combo: IntArray) -> None:
@@ -132,7 +154,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if math.isfinite(mip.bound):
             master.add_value_cut(combo, mip.bound, inc.bound - mip.bound)
 
-    if not try_prices(heaviest(st, root.weights)):
+    if not try_prices(heaviest(relaxed, root.weights)):
         return "hour LP at the root's prices did not finish"
     while True:
         if inc.proven(options.gap_target):
@@ -150,6 +172,9 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if key not in lp_value:
             if not try_prices(res.combo):
                 return "time limit in an hour LP"
+        elif limit is not None and key not in exact_lp_done:
+            if not exact_lp(res.combo):
+                return "time limit in the hour LP with the reconfiguration limit"
         elif key not in integer_done:
             solve_integer(res.combo)
         else:

@@ -153,13 +153,26 @@ def round_within_reconfiguration(
 ) -> IntArray | None:
     """Round ``replicas`` (cands, periods) down, then per period and pool undo increases and
     then decreases against the previous period, one replica at a time, until the pool's moved
-    systems fit (6). None when a period cannot be fitted (inventory forces the moves)."""
+    systems fit (6). A backward pass first caps each pool's use where the pool shrinks faster
+    than (6) lets replicas leave (use_t <= use_{t+1} + allowed_{t+1} / 2, half the allowance
+    kept for arrivals). None when a period
+    still cannot be fitted."""
     cand, inv = tables.candidates, tables.inventory
     upper = replica_upper(tables)
     x = np.maximum(np.minimum(np.floor(replicas + 1e-6), upper), 0).astype(np.int64)
     spr = cand.systems_per_replica
     allowed = 2.0 * limit * inv.systems_available + 1e-9
     pools = [np.flatnonzero(cand.pool == p) for p in range(len(inv.pool_ids))]
+    reach = inv.systems_available.astype(float).copy()
+    for t in range(tables.periods - 2, -1, -1):
+        reach[:, t] = np.minimum(reach[:, t], reach[:, t + 1] + allowed[:, t + 1] / 2.0)
+    for p, cs in enumerate(pools):
+        for t in np.flatnonzero((spr[cs, None] * x[cs]).sum(axis=0) > reach[p]):
+            used = int((spr[cs] * x[cs, t]).sum())
+            for i in np.argsort(-spr[cs]):
+                while used > reach[p, t] and x[cs[i], t] > 0:
+                    x[cs[i], t] -= 1
+                    used -= int(spr[cs[i]])
     for t in range(1, tables.periods):
         for p, cs in enumerate(pools):
             if cs.size == 0:
