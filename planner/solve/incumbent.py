@@ -80,8 +80,10 @@ class Incumbent:
         if self.value is None or value.objective_usd > self.objective + 1e-9 * max(
             1.0, abs(self.objective)
         ):
+            same_prices = self.combo is not None and np.array_equal(combo, self.combo)
+            if duals is not None or not same_prices:
+                self.duals = duals  # keep the LP prices of these combos when none come along
             self.combo, self.replicas, self.value = combo.copy(), replicas.copy(), value
-            self.duals = duals
             self.bound = max(self.bound, value.objective_usd)
             self.report(f"new plan from {source}")
             return True

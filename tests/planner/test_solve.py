@@ -10,8 +10,9 @@ import pytest
 
 from planner.solution import Progress, SolveOptions, SolveStatus
 from planner.solve import solve
-from planner.solve.evaluate import evaluate
+from planner.solve.evaluate import evaluate, replica_upper
 from planner.solve.model import build_structure, column_names
+from planner.solve.repair import reconfiguration_ok, round_within_reconfiguration
 from tests.planner.solve_cases import tiny_tables
 
 
@@ -92,14 +93,75 @@ def test_time_limit_returns_a_complete_plan_with_a_valid_bound() -> None:
     assert math.isfinite(result.gap)
 
 
-def test_binding_inventory_carries_a_shadow_price() -> None:
-    """One pool, one product whose demand exceeds the pool: every period binds, and one more
-    system is worth its revenue minus its cost."""
-    tables = tiny_tables(0)
+def test_binding_inventory_carries_its_shadow_price() -> None:
+    """One product, demand 30 tokens/s in the first hour only, price 1 USD per token/s-hour; a
+    pool of 3 systems (1 USD/h each); a two-system candidate serving 20 tokens/s and a one-system
+    candidate serving 5. Hour 0 runs one of each (25 served, pool full); a fourth system would
+    run another small replica: +5 USD revenue - 1 USD cost = 4 USD, the inventory row's shadow
+    price."""
+    base = tiny_tables(0)
+    one = np.array([0], dtype=np.int64)
+    two = np.array([0, 0], dtype=np.int64)
+    periods = 3
+    demand = replace(
+        base.demand,
+        family_ids=("fam",),
+        tier_ids=("standard",),
+        variant_ids=("main",),
+        offers=replace(
+            base.demand.offers,
+            family=one,
+            tier=one,
+            variant=one,
+            multiplier=np.array([1.0]),
+            usd_per_output_token=np.full((1, periods), 1.0 / 3600.0),
+        ),
+        combo_family=one,
+        combo_offer=np.zeros((1, 1), dtype=np.int64),
+        tokens_per_s=np.array([[[30.0, 0.0, 0.0]]]),
+        reference_combo=one,
+        window_periods=np.array([1], dtype=np.int64),
+        unserved_penalty_usd_per_output_token=np.zeros(1),
+    )
+    tables = replace(
+        base,
+        demand=demand,
+        inventory=replace(
+            base.inventory,
+            pool_ids=("b200-east",),
+            systems_available=np.full((1, periods), 3, dtype=np.int64),
+            usd_per_system_hour=np.array([1.0]),
+        ),
+        candidates=replace(
+            base.candidates,
+            pool=two,
+            family=two,
+            tier=two,
+            variant=two,
+            systems_per_replica=np.array([2, 1], dtype=np.int64),
+            tokens_per_s_per_replica=np.array([[20.0] * periods, [5.0] * periods]),
+            max_replicas=np.array([1, 3], dtype=np.int64),
+        ),
+    )
     result = solve(tables, SolveOptions(gap_target=1e-9))
-    keys = {b.key for b in result.binding}
-    assert all(k.count("=") >= 2 for k in keys)
-    assert all(b.shadow_price_usd >= 0 for b in result.binding if b.kind == "inventory")
+    assert result.status is SolveStatus.OPTIMAL
+    assert result.objective_usd == pytest.approx(25.0 - 3.0)
+    assert result.replicas.tolist() == [[1, 0, 0], [1, 0, 0]]
+    inventory = {b.key: b.shadow_price_usd for b in result.binding if b.kind == "inventory"}
+    assert inventory == {"pool=b200-east,period=0": pytest.approx(4.0)}
+    assert not [b for b in result.binding if b.kind == "demand"]
+
+
+def test_rounding_within_reconfiguration_keeps_the_limit() -> None:
+    rng = np.random.default_rng(0)
+    for seed in range(20):
+        tables = tiny_tables(seed)
+        upper = tables.candidates.max_replicas[:, None] * np.ones(tables.periods)
+        frac = rng.uniform(0, 1, upper.shape) * upper
+        x = round_within_reconfiguration(tables, frac, 0.2)
+        if x is not None:
+            assert reconfiguration_ok(tables, x, 0.2)
+            assert (x <= replica_upper(tables)).all()
 
 
 def test_columns_are_named_by_domain_key() -> None:
