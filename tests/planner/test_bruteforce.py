@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -63,5 +64,24 @@ def test_reconfiguration_limit_matches_brute_force(seed: int) -> None:
     limit = 0.25
     expected = brute_force(tables, reconfiguration_limit=limit)
     result = solve(tables, SolveOptions(reconfiguration_limit=limit, **EXACT))
+    assert result.status is SolveStatus.OPTIMAL, result.message
+    assert result.objective_usd == pytest.approx(expected, abs=1e-6 * max(1.0, abs(expected)))
+
+
+@pytest.mark.parametrize("seed", [300, 301, 302])
+@pytest.mark.parametrize("method", ["decompose", "highs"])
+def test_unsold_tier_and_two_hour_periods_match_brute_force(seed: int, method: str) -> None:
+    """A family that does not sell a tier (combo_offer -1) and periods of two hours."""
+    tables = tiny_tables(seed, window=seed % 2 == 0, penalty=True)
+    d = tables.demand
+    offer, tokens = d.combo_offer.copy(), d.tokens_per_s.copy()
+    first = d.combo_family == 0
+    offer[first, -1] = -1
+    tokens[first, -1, :] = 0.0
+    tables = replace(
+        tables, demand=replace(d, combo_offer=offer, tokens_per_s=tokens), period_hours=2.0
+    )
+    expected = brute_force(tables)
+    result = solve(tables, SolveOptions(method=method, **EXACT))
     assert result.status is SolveStatus.OPTIMAL, result.message
     assert result.objective_usd == pytest.approx(expected, abs=1e-6 * max(1.0, abs(expected)))
