@@ -113,13 +113,15 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         return np.concatenate([duals, np.zeros(st.n_rows - duals.shape[0])])
 
     def offer_rounded(combo: IntArray, values: FloatArray, duals: FloatArray, source: str) -> None:
+        frac = fractional(st, values)
         if limit is None:
-            rounded = replicas_from(st, values, round_down=True)
+            starts = [np.floor(frac + 1e-6)]  # rounding to nearest was tried: never better
         else:
-            rounded = round_within_reconfiguration(tables, fractional(st, values), limit)
-        if rounded is not None:
-            x = repair(tables, combo, rounded, reconfiguration_limit=limit)
-            inc.offer(combo, x, padded(duals), source)
+            starts = [round_within_reconfiguration(tables, frac, limit)]
+        for start in starts:
+            if start is not None:
+                x = repair(tables, combo, start.astype(np.int64), reconfiguration_limit=limit)
+                inc.offer(combo, x, padded(duals), source)
 
     def try_prices(combo: IntArray) -> bool:
         fixed = solve_fixed(relaxed, one_hot(st, combo), deadline)

@@ -56,8 +56,8 @@ def repair(
     """Make ``replicas`` feasible and greedily add replicas while one adds profit.
 
     Replicas of candidates that serve nothing under ``combo`` are dropped; a pool-period over its
-    inventory sheds replicas (least profitable first is not needed: the rounded-down LP plan is
-    within inventory). Then, in rounds, each period adds the replica of largest marginal profit
+    inventory (a MIP's plan read with rounding) sheds the replicas earning least per system
+    first. Then, in rounds, each period adds the replica of largest marginal profit
     (price x min(rate, unmet demand of the block) - cost); a windowed product adds at most one
     replica per block and round so that the computed gain stays a lower bound of the true one.
     With a reconfiguration limit an addition must keep (6) in both periods it touches, and a
@@ -74,14 +74,21 @@ def repair(
     spr = cand.systems_per_replica
     used = np.zeros((n_pools, periods), dtype=np.int64)
     np.add.at(used, cand.pool, spr[:, None] * x)
-    for p, t in zip(*np.nonzero(used > inv.systems_available), strict=True):
-        for c in np.flatnonzero((cand.pool == p) & (x[:, t] > 0)):
-            while used[p, t] > inv.systems_available[p, t] and x[c, t] > 0:
-                x[c, t] -= 1
-                used[p, t] -= spr[c]
     unit = SECONDS_PER_HOUR * tables.period_hours
     cost = inv.usd_per_system_hour[cand.pool] * spr * tables.period_hours
     rate = cand.tokens_per_s_per_replica
+    over = np.nonzero(used > inv.systems_available)
+    if over[0].size:
+        # Shed the replicas earning least per system at full use first.
+        per_system = (
+            prods.value_usd_per_token[prods.product_of_cand] * rate * unit - cost[:, None]
+        ) / spr[:, None]
+        for p, t in zip(*over, strict=True):
+            cs = np.flatnonzero((cand.pool == p) & (x[:, t] > 0))
+            for c in cs[np.argsort(per_system[cs, t], kind="stable")]:
+                while used[p, t] > inv.systems_available[p, t] and x[c, t] > 0:
+                    x[c, t] -= 1
+                    used[p, t] -= spr[c]
     j = prods.product_of_cand
     windowed = prods.window > 1
     block_of = np.arange(periods)[None, :] // prods.window[:, None]  # (products, periods)
