@@ -8,10 +8,10 @@
 Columns: generation and model build time, solve time, status, proven gap, objective (revenue -
 cost - penalty, USD over the horizon), and the objective of two baselines on the same instance
 (``planner.solve.baselines``): (a) greedy, (b) config search + reference price list;
-"uplift_a/b" is the plan's objective over baseline (a) / (b). Instances are ``bench.synthetic``
-(invented shapes, not sourced figures). With ``--scenarios`` the instances are checked-in
-scenario files built by the front half (``planner.build``: catalog, performance model, MNL
-demand), solved with each file's own options; revenue uplift over (b) is printed too.
+"up_a/b" is the plan's objective over baseline (a) / (b), "rup_a/b" the same for revenue.
+Instances are ``bench.synthetic`` (invented shapes, not sourced figures). With ``--scenarios``
+the instances are checked-in scenario files built by the front half (``planner.build``: catalog,
+performance model, MNL demand), solved with each file's own options.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def main() -> None:
     print(
         f"{'size':13} {'seed':>4} {'method':9} {'acc':>7} {'pools':>5} {'cands':>5} "
         f"{'gen_s':>6} {'build_s':>7} {'solve_s':>7} {'status':9} {'gap':>8} "
-        f"{'objective':>14} {'greedy(a)':>14} {'list(b)':>14} {'uplift_a':>8} {'uplift_b':>8}"
+        f"{'objective':>14} {'obj(a)':>14} {'obj(b)':>14} {'up_a':>6} {'up_b':>6} "
+        f"{'revenue':>14} {'rev(a)':>14} {'rev(b)':>14} {'rup_a':>6} {'rup_b':>6}"
     )
     for size in args.sizes:
         for seed in args.seeds:
@@ -57,8 +58,10 @@ def main() -> None:
             tables = synthetic_tables(size, seed, peak_ratio=args.peak_ratio)
             gen_s = time.perf_counter() - t0
             ref = tables.demand.reference_combo
-            base_a = evaluate(tables, ref, greedy(tables)).objective_usd
-            base_b = evaluate(tables, ref, price_list(tables)).objective_usd
+            plan_a = evaluate(tables, ref, greedy(tables))
+            plan_b = evaluate(tables, ref, price_list(tables))
+            base_a, base_b = plan_a.objective_usd, plan_b.objective_usd
+            rev_a, rev_b = plan_a.revenue_usd, plan_b.revenue_usd
             for method in args.methods:
                 options = SolveOptions(
                     time_limit_s=args.time_limit,
@@ -75,12 +78,15 @@ def main() -> None:
                 r = solve(tables, options, progress)
                 up_a = (r.objective_usd - base_a) / abs(base_a) if base_a else float("nan")
                 up_b = (r.objective_usd - base_b) / abs(base_b) if base_b else float("nan")
+                rup_a = (r.revenue_usd - rev_a) / abs(rev_a) if rev_a else float("nan")
+                rup_b = (r.revenue_usd - rev_b) / abs(rev_b) if rev_b else float("nan")
                 print(
                     f"{size:13} {seed:>4} {method:9} {accelerators(tables):>7} "
                     f"{len(tables.inventory.pool_ids):>5} {tables.candidates.pool.shape[0]:>5} "
                     f"{gen_s:>6.2f} {r.build_s:>7.3f} {r.solve_s:>7.2f} {r.status.value:9} "
                     f"{r.gap:>8.4%} {r.objective_usd:>14,.0f} {base_a:>14,.0f} "
-                    f"{base_b:>14,.0f} {up_a:>8.1%} {up_b:>8.1%}",
+                    f"{base_b:>14,.0f} {up_a:>6.0%} {up_b:>6.0%} {r.revenue_usd:>14,.0f} "
+                    f"{rev_a:>14,.0f} {rev_b:>14,.0f} {rup_a:>6.0%} {rup_b:>6.0%}",
                     flush=True,
                 )
 
