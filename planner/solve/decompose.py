@@ -5,17 +5,19 @@
    (``planner.solve.cuts``); its combo weights, rounded to the heaviest combo per family, give
    the first prices to try.
 2. For each combo choice to try: solve the hour model with those prices fixed and replicas
-   continuous (GLOP), add its cuts, round replicas down and repair greedily
-   (``planner.solve.evaluate.repair``) -> an integer plan.
+   continuous (GLOP, per period group), add its cuts, round replicas down and repair greedily
+   (``planner.solve.repair``) -> an integer plan.
 3. Master (``planner.solve.master``): the best combo choice under all cuts; its proven optimum is
    the bound. A new choice goes to step 2. When the master insists on a choice already solved as
    an LP, the remaining gap is replica integrality at that choice: its hour model is solved with
    integer replicas (``planner.solve.integer``: SCIP per period group, time-limited) and a value
    cut records its bound.
 Stops when the gap reaches the target, on the time limit, or when no step can make progress.
+With a reconfiguration limit, bounds and cuts come from the model without (6) (a relaxation),
+plans are rounded within the limit, and a choice the master insists on is first solved as an LP
+with (6) (a value cut), then with integer replicas.
 Every plan reported is complete and feasible: the first one is the greedy baseline (or, with a
-reconfiguration limit, its steady part grown within the limit), found before
-any LP is solved.
+reconfiguration limit, its steady part grown within the limit), found before any LP is solved.
 """
 
 from __future__ import annotations

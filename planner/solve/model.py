@@ -104,7 +104,7 @@ class Structure:
             row_lower=np.full(self.n_rows, -np.inf),
             row_upper=rhs,
             objective_offset=-float(self.combo_penalty_usd @ z),
-            col_names=column_names(self) if names else None,
+            col_names=_names(self, with_combos=False) if names else None,
         )
 
     def joint(self, *, integer: bool, names: bool = False) -> LinearProgram:
@@ -131,7 +131,7 @@ class Structure:
             matrix=matrix,
             row_lower=np.concatenate([np.full(self.n_rows, -np.inf), np.ones(n_fam)]),
             row_upper=np.concatenate([self.row_rhs, np.ones(n_fam)]),
-            col_names=column_names(self) + combo_names(self) if names else None,
+            col_names=_names(self, with_combos=True) if names else None,
         )
 
 
@@ -374,32 +374,7 @@ def build_structure(
     )
 
 
-def column_names(st: Structure) -> tuple[str, ...]:
-    """Domain-keyed names, e.g. ``replicas[pool=..,cand=17,period=5]``, ``served[...]``."""
-    t = st.tables
-    pools, cand, offers, d = t.inventory.pool_ids, t.candidates, t.demand.offers, t.demand
-    names: list[str] = []
-    xc, xt = np.nonzero(st.x_col >= 0)
-    order = np.argsort(st.x_col[xc, xt])
-    for c, p in zip(xc[order].tolist(), xt[order].tolist(), strict=True):
-        names.append(f"replicas[pool={pools[cand.pool[c]]},cand={c},period={p}]")
-    for o, p in zip(st.s_offer.tolist(), st.s_period.tolist(), strict=True):
-        names.append(
-            f"served[family={d.family_ids[offers.family[o]]},tier={d.tier_ids[offers.tier[o]]},"
-            f"variant={d.variant_ids[offers.variant[o]]},mult={offers.multiplier[o]:g},"
-            f"offer={o},period={p}]"
-        )
-    moved = np.flatnonzero(st.col_kind == MOVED)
-    if moved.size:
-        # moved columns follow the order of their creation: (cand, period) nonzero order
-        dc, dt = np.nonzero((st.x_col[:, 1:] >= 0) | (st.x_col[:, :-1] >= 0))
-        for c, p in zip(dc.tolist(), (dt + 1).tolist(), strict=True):
-            names.append(f"moved[pool={pools[cand.pool[c]]},cand={c},period={p}]")
-    return tuple(names)
+def _names(st: Structure, *, with_combos: bool) -> tuple[str, ...]:
+    from planner.solve.names import column_names, combo_names  # names imports this module
 
-
-def combo_names(st: Structure) -> tuple[str, ...]:
-    d = st.tables.demand
-    return tuple(
-        f"combo[family={d.family_ids[f]},combo={m}]" for m, f in enumerate(d.combo_family.tolist())
-    )
+    return column_names(st) + (combo_names(st) if with_combos else ())

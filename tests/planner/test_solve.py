@@ -11,7 +11,8 @@ import pytest
 from planner.solution import Progress, SolveOptions, SolveStatus
 from planner.solve import solve
 from planner.solve.evaluate import evaluate, replica_upper
-from planner.solve.model import build_structure, column_names
+from planner.solve.model import build_structure
+from planner.solve.names import column_names
 from planner.solve.repair import reconfiguration_ok, round_within_reconfiguration
 from tests.planner.solve_cases import tiny_tables
 
