@@ -38,6 +38,7 @@ from planner.solve.linear import Engine
 from planner.solve.master import Master
 from planner.solve.model import Structure, build_structure
 from planner.solve.repair import reconfiguration_ok, repair, round_within_reconfiguration
+from planner.solve.swap import improve_by_swaps
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -121,9 +122,13 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         else:
             starts = [round_within_reconfiguration(tables, frac, limit)]
         for start in starts:
-            if start is not None:
-                x = repair(tables, combo, start.astype(np.int64), reconfiguration_limit=limit)
-                inc.offer(combo, x, padded(duals), source)
+            if start is None:
+                continue
+            x = repair(tables, combo, start.astype(np.int64), reconfiguration_limit=limit)
+            inc.offer(combo, x, padded(duals), source)
+            if limit is None and not inc.proven(options.gap_target):
+                x = improve_by_swaps(tables, combo, x, deadline)
+                inc.offer(combo, x, padded(duals), "swaps of replicas")
 
     def try_prices(combo: IntArray) -> bool:
         fixed = solve_fixed(relaxed, one_hot(st, combo), deadline)
