@@ -6,7 +6,6 @@ processes (``api.jobs``). Controllers get these objects by dependency injection.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -21,31 +20,13 @@ from api.store import PlanRecord, PlanStatus, Store
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
-from planner.build import build
+from planner.build import build_inventory, screen
 from planner.scenario import Scenario
 from planner.scenario_check import check_catalog, decode_scenario, horizon_hours
 
 T = TypeVar("T")
 
 _ENCODER = msgspec.json.Encoder()
-_TIER_IN_REASON = re.compile(r"the (?P<tier>[a-z0-9][a-z0-9.\-]*) tier's (?P<what>.*)$")
-
-
-def unservable_tier_error(scenario: Scenario, reason: str) -> InputError:
-    """``planner.reasons`` sentence -> InputError naming the tier's SLO field that binds."""
-    field = "$.tiers"
-    match = _TIER_IN_REASON.search(reason)
-    if match:
-        ids = [t.id for t in scenario.tiers]
-        if match.group("tier") in ids:
-            field = f"$.tiers[{ids.index(match.group('tier'))}]"
-            if "tokens/s per user" in match.group("what"):
-                field += ".min_tokens_per_s_per_user"
-            elif "time to first token" in match.group("what"):
-                field += ".max_ttft_ms"
-    return InputError(f"{field}: {reason}")
-
-
 async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
     return await anyio.to_thread.run_sync(fn, *args)
 
@@ -68,7 +49,7 @@ class PlanService:
     def validate(self, body: bytes) -> Scenario:
         """Everything that can be checked without solving: schema, references, catalog ids,
         the server's horizon cap, and that every sold tier has a configuration meeting its SLOs
-        (``planner.build``: the performance model and SLO filter, a fraction of a second).
+        (``planner.build.screen``: the performance model and SLO filter, no demand or queueing).
         Raises InputError naming the field."""
         scenario = decode_scenario(body, "json")
         check_catalog(scenario, self.catalog)
@@ -78,9 +59,11 @@ class PlanService:
                 f"$.demand[0]: horizon of {hours} hours exceeds this server's limit of "
                 f"{self.settings.max_horizon_hours} hours"
             )
-        built = build(scenario, self.catalog, self.arrays)
-        if built.tables is None and built.reasons:
-            raise unservable_tier_error(scenario, built.reasons[0])
+        if not scenario.options.allow_unserved_tiers:
+            pool_max = build_inventory(scenario, self.catalog).systems_available.max(axis=1)
+            reasons = screen(scenario, self.catalog, self.arrays, pool_max).reasons
+            if reasons:
+                raise InputError(f"{reasons[0].path}: {reasons[0].text}")
         return scenario
 
     def time_limit(self, scenario: Scenario, requested_s: float | None) -> float:

@@ -32,7 +32,7 @@ from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
 from planner.candidates import Columns, Slo, eligible, prune
 from planner.demand import DemandInfo, build_demand, offer_speed
-from planner.reasons import GroupTrace, unserved_sentence
+from planner.reasons import GroupTrace, Reason, unserved_reason
 from planner.scenario import HOURS_PER_WEEK, Pool, Scenario
 from planner.scenario_check import check_catalog, family_variants, horizon_hours
 from planner.tables import Candidates, Demand, Inventory, PlanningTables
@@ -123,14 +123,21 @@ class _Group:
     slo: Slo
 
 
-def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) -> Built:
-    """Everything the solver and the plan need, or the reasons the scenario cannot be planned."""
-    start = time.perf_counter()
-    check_catalog(s, catalog)
-    arrays = arrays if arrays is not None else build_arrays(catalog)
-    inventory = build_inventory(s, catalog)
-    pool_max = inventory.systems_available.max(axis=1)
-    quality = {m.id: m.quality for m in catalog.models.values()}
+@dataclass(frozen=True, slots=True)
+class Screen:
+    """Steps 2-3: every (family, tier, variant, pool) group with configurations meeting its SLOs,
+    and the reasons for sold tiers that none can serve. Cheap next to the whole build (no demand,
+    no queueing), so the API runs it when a request arrives."""
+
+    estimates: dict[tuple[str, str, int, int], tuple[Configs, Estimate]]
+    groups: tuple[_Group, ...]
+    unservable: frozenset[tuple[int, int, str]]
+    reasons: tuple[Reason, ...]
+
+
+def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntArray) -> Screen:
+    """Evaluate the search grid per (variant, pool system, token profile) once and filter it by
+    each tier's SLOs and each pool's size (``pool_max``: most systems of each pool in a period)."""
     demand_of = {d.family: d for d in s.demand}
     search = s.options.search
     estimates: dict[tuple[str, str, int, int], tuple[Configs, Estimate]] = {}
@@ -178,15 +185,29 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
                         groups.append(_Group(f, k, model, p, key, rows, slo))
     servable = {(g.family, g.tier, g.model) for g in groups}
     unservable = frozenset(key for key in traces if key not in servable)
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     for f in range(len(s.families)):
         for k, tier in enumerate(s.tiers):
             models = [m for (ff, kk, m) in traces if ff == f and kk == k]
             if models and all((f, k, m) in unservable for m in models):
-                reasons.extend(unserved_sentence(m, tier, traces[(f, k, m)]) for m in models)
+                reasons.extend(unserved_reason(m, k, tier, traces[(f, k, m)]) for m in models)
+    return Screen(estimates, tuple(groups), unservable, tuple(reasons))
+
+
+def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) -> Built:
+    """Everything the solver and the plan need, or the reasons the scenario cannot be planned."""
+    start = time.perf_counter()
+    check_catalog(s, catalog)
+    arrays = arrays if arrays is not None else build_arrays(catalog)
+    inventory = build_inventory(s, catalog)
+    pool_max = inventory.systems_available.max(axis=1)
+    quality = {m.id: m.quality for m in catalog.models.values()}
+    screened = screen(s, catalog, arrays, pool_max)
+    estimates, groups, unservable = screened.estimates, screened.groups, screened.unservable
+    reasons = tuple(r.text for r in screened.reasons)
     warnings: list[str] = []
     if reasons and not s.options.allow_unserved_tiers:
-        return Built(s, None, None, None, tuple(reasons), (), time.perf_counter() - start)
+        return Built(s, None, None, None, reasons, (), time.perf_counter() - start)
     warnings.extend(f"planned as unserved: {r}" for r in reasons)
     demand, info = build_demand(s, quality, unservable)
     warnings.extend(info.warnings)
@@ -232,9 +253,7 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
             }
         )
     tables, details = _assemble(parts, chosen, inventory, demand, s)
-    return Built(
-        s, tables, details, info, tuple(reasons), tuple(warnings), time.perf_counter() - start
-    )
+    return Built(s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start)
 
 
 def _assemble(

@@ -21,6 +21,15 @@ from planner.scenario import Tier
 
 
 @dataclass(frozen=True, slots=True)
+class Reason:
+    """Why a sold tier cannot be served: the sentence and the scenario field that binds."""
+
+    path: str
+    """e.g. ``$.tiers[2].min_tokens_per_s_per_user``, for a 4xx naming the field."""
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Best:
     value: float
     pool: str
@@ -61,6 +70,20 @@ class GroupTrace:
         spr = int(est.systems_per_replica[ok].min())
         if self.size is None or spr - pool_systems < self.size[0] - self.size[2]:
             self.size = (spr, pool, pool_systems)
+
+
+def unserved_reason(model: str, tier_index: int, tier: Tier, trace: GroupTrace) -> Reason:
+    """``unserved_sentence`` with the field it is about: the stage that stopped the best
+    configuration names it (pool sizes, the TTFT ceiling, the speed floor, or the search)."""
+    if trace.size is not None:
+        path = "$.fleet.pools"
+    elif trace.ttft is not None:
+        path = f"$.tiers[{tier_index}].max_ttft_ms"
+    elif trace.speed is not None:
+        path = f"$.tiers[{tier_index}].min_tokens_per_s_per_user"
+    else:
+        path = "$.options.search"
+    return Reason(path=path, text=unserved_sentence(model, tier, trace))
 
 
 def unserved_sentence(model: str, tier: Tier, trace: GroupTrace) -> str:

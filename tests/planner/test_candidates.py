@@ -11,7 +11,7 @@ import pytest
 from fleet.perf.types import Configs, Estimate, Problem
 from planner.candidates import Columns, Slo, describe, eligible, frontier, prune
 from planner.queueing import utilization_cap
-from planner.reasons import GroupTrace, unserved_sentence
+from planner.reasons import GroupTrace, unserved_reason, unserved_sentence
 from planner.scenario import Tier
 
 
@@ -171,6 +171,12 @@ def test_sentences_for_ttft_fit_and_pool_size() -> None:
     assert "smallest: 2 systems on p, which has 1 available" in unserved_sentence(
         "m", tier, too_small
     )
+    # Each reason names the scenario field that stopped the best configuration.
+    paths = [
+        unserved_reason("m", 3, tier, trace).path
+        for trace in (slow_prefill, nothing_fits, too_small)
+    ]
+    assert paths == ["$.tiers[3].max_ttft_ms", "$.options.search", "$.fleet.pools"]
 
 
 @pytest.mark.parametrize(("n", "d", "block"), [(500, 2, 64), (700, 4, 256), (300, 30, 7)])
