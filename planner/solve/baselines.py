@@ -15,30 +15,54 @@ substitution between tiers) and use only candidates of the reference offer's ser
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
-from planner.solve.evaluate import SECONDS_PER_HOUR, products, replica_upper
+from planner.solve.evaluate import SECONDS_PER_HOUR, Products, products, replica_upper
 from planner.tables import PlanningTables
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 
-def _per_system(tables: PlanningTables) -> npt.NDArray[np.float64]:
-    cand = tables.candidates
-    return cand.tokens_per_s_per_replica.mean(axis=1) / cand.systems_per_replica
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """What both baselines start from: reference prices, and an empty fleet."""
+
+    prods: Products
+    unit_s: float
+    """Seconds in a period."""
+    per_system: FloatArray
+    """(cands,): mean tokens/s per system."""
+    cost_usd: FloatArray
+    """(cands,): running cost of one replica for one period."""
+    upper: IntArray
+    x: IntArray
+    free: IntArray
+    """(pools, periods): systems not yet used."""
+
+
+def _start(tables: PlanningTables) -> _Start:
+    cand, inv = tables.candidates, tables.inventory
+    return _Start(
+        prods=products(tables, tables.demand.reference_combo),
+        unit_s=SECONDS_PER_HOUR * tables.period_hours,
+        per_system=cand.tokens_per_s_per_replica.mean(axis=1) / cand.systems_per_replica,
+        cost_usd=inv.usd_per_system_hour[cand.pool]
+        * cand.systems_per_replica
+        * tables.period_hours,
+        upper=replica_upper(tables),
+        x=np.zeros((cand.pool.shape[0], tables.periods), dtype=np.int64),
+        free=inv.systems_available.astype(np.int64).copy(),
+    )
 
 
 def greedy(tables: PlanningTables) -> IntArray:
-    combo = tables.demand.reference_combo
-    prods = products(tables, combo)
-    cand, inv = tables.candidates, tables.inventory
-    unit = SECONDS_PER_HOUR * tables.period_hours
-    per_sys = _per_system(tables)
-    cost = inv.usd_per_system_hour[cand.pool] * cand.systems_per_replica * tables.period_hours
-    upper = replica_upper(tables)
-    x = np.zeros((cand.pool.shape[0], tables.periods), dtype=np.int64)
-    free = inv.systems_available.astype(np.int64).copy()
+    st = _start(tables)
+    prods, cand, unit, per_sys = st.prods, tables.candidates, st.unit_s, st.per_system
+    cost, upper, x, free = st.cost_usd, st.upper, st.x, st.free
     order_score = []
     for j in range(prods.offer.shape[0]):
         cs = np.flatnonzero(prods.useful & (prods.product_of_cand == j))
@@ -69,15 +93,9 @@ def greedy(tables: PlanningTables) -> IntArray:
 
 
 def price_list(tables: PlanningTables) -> IntArray:
-    combo = tables.demand.reference_combo
-    prods = products(tables, combo)
-    cand, inv = tables.candidates, tables.inventory
-    unit = SECONDS_PER_HOUR * tables.period_hours
-    per_sys = _per_system(tables)
-    cost = inv.usd_per_system_hour[cand.pool] * cand.systems_per_replica * tables.period_hours
-    upper = replica_upper(tables)
-    x = np.zeros((cand.pool.shape[0], tables.periods), dtype=np.int64)
-    free = inv.systems_available.astype(np.int64).copy()
+    st = _start(tables)
+    prods, cand, unit, per_sys = st.prods, tables.candidates, st.unit_s, st.per_system
+    cost, upper, x, free = st.cost_usd, st.upper, st.x, st.free
     picks = []
     for j in range(prods.offer.shape[0]):
         cs = np.flatnonzero(prods.useful & (prods.product_of_cand == j))

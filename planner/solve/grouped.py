@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planner.solve.linear import Engine, LinearProgram, Outcome, solve_program
+from planner.solve.linear import Engine, Outcome, solve_program
 from planner.solve.model import Structure
 
 FloatArray = npt.NDArray[np.float64]
@@ -53,16 +53,8 @@ def solve_root(st: Structure, deadline: float) -> RootResult | None:
         own_rows = np.flatnonzero(st.row_group == g)
         cols = np.concatenate([own_cols, z_cols])
         rows = np.concatenate([own_rows, fam_rows])
-        objective = joint.objective[cols].copy()
-        objective[own_cols.size :] = -st.combo_penalty_by_group_usd[g]
-        sub = LinearProgram(
-            objective=objective,
-            col_upper=joint.col_upper[cols],
-            col_integer=joint.col_integer[cols],
-            matrix=joint.matrix[rows][:, cols],
-            row_lower=joint.row_lower[rows],
-            row_upper=joint.row_upper[rows],
-        )
+        sub = joint.restrict(rows, cols)
+        sub.objective[own_cols.size :] = -st.combo_penalty_by_group_usd[g]
         res = solve_program(sub, Engine.GLOP, deadline - time.perf_counter())
         if res.outcome is not Outcome.OPTIMAL or res.duals is None or res.values is None:
             return None
@@ -92,14 +84,7 @@ def solve_fixed(st: Structure, z: FloatArray, deadline: float) -> FixedResult | 
         rows = np.flatnonzero(st.row_group == g)
         if cols.size == 0:
             continue
-        sub = LinearProgram(
-            objective=full.objective[cols],
-            col_upper=full.col_upper[cols],
-            col_integer=full.col_integer[cols],
-            matrix=full.matrix[rows][:, cols],
-            row_lower=full.row_lower[rows],
-            row_upper=full.row_upper[rows],
-        )
+        sub = full.restrict(rows, cols)
         res = solve_program(sub, Engine.GLOP, deadline - time.perf_counter())
         if res.outcome is not Outcome.OPTIMAL or res.duals is None or res.values is None:
             return None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planner.solve.linear import Engine, LinearProgram, solve_program
+from planner.solve.linear import Engine, solve_program
 from planner.solve.model import Structure
 
 FloatArray = npt.NDArray[np.float64]
@@ -70,14 +70,7 @@ def solve_fixed_integer(
         rows = np.flatnonzero(row_chunk == g)
         if cols.size == 0:
             continue
-        sub = LinearProgram(
-            objective=full.objective[cols],
-            col_upper=full.col_upper[cols],
-            col_integer=full.col_integer[cols],
-            matrix=full.matrix[rows][:, cols],
-            row_lower=full.row_lower[rows],
-            row_upper=full.row_upper[rows],
-        )
+        sub = full.restrict(rows, cols)
         share = (deadline - time.perf_counter()) / (n_chunks - g)
         res = solve_program(sub, engine, share, relative_gap=relative_gap)
         bound += res.bound

@@ -32,6 +32,7 @@ from scipy import sparse
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
 
 
 class Engine(Enum):
@@ -55,6 +56,18 @@ class LinearProgram:
     objective_offset: float = 0.0
     col_names: tuple[str, ...] | None = None
     row_names: tuple[str, ...] | None = None
+
+    def restrict(self, rows: IntArray, cols: IntArray) -> LinearProgram:
+        """The sub-program of ``rows`` x ``cols`` (no offset, no names): one independent block,
+        such as a period group once prices are fixed."""
+        return LinearProgram(
+            objective=self.objective[cols],
+            col_upper=self.col_upper[cols],
+            col_integer=self.col_integer[cols],
+            matrix=self.matrix[rows][:, cols],
+            row_lower=self.row_lower[rows],
+            row_upper=self.row_upper[rows],
+        )
 
 
 class Outcome(Enum):
