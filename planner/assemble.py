@@ -16,7 +16,8 @@ from fleet.catalog.schema import PRECISIONS
 from planner.build import Built
 from planner.plan import Assignment, Binding, Flow, Plan, PoolUsage, TierPrice
 from planner.queueing import wait_quantile_s
-from planner.solution import SolveResult, SolveStatus
+from planner.solution import BindingConstraint, SolveResult, SolveStatus
+from planner.tables import SECONDS_PER_HOUR
 
 
 def infeasible_plan(built: Built) -> Plan:
@@ -39,6 +40,20 @@ def infeasible_plan(built: Built) -> Plan:
         periods=_periods(built),
         reasons=built.reasons,
         warnings=built.warnings,
+    )
+
+
+def _binding(b: BindingConstraint, period_hours: float) -> Binding:
+    """The solver's duals are per unit of its rows (a system for one period; an output token/s
+    of demand for one period): restate them per system-hour and per million output tokens."""
+    if b.kind == "demand":
+        per_m = b.shadow_price_usd / (SECONDS_PER_HOUR * period_hours) * 1e6
+        return Binding(kind=b.kind, key=b.key, shadow_price_usd=per_m, unit="M output tokens")
+    return Binding(
+        kind=b.kind,
+        key=b.key,
+        shadow_price_usd=b.shadow_price_usd / period_hours,
+        unit="system-hour",
     )
 
 
@@ -77,10 +92,7 @@ def assemble_plan(built: Built, result: SolveResult) -> Plan:
         assignments=_assignments(built, result),
         flows=_flows(built, result),
         pool_usage=_pool_usage(built, result),
-        binding=tuple(
-            Binding(kind=b.kind, key=b.key, shadow_price_usd=b.shadow_price_usd)
-            for b in result.binding
-        ),
+        binding=tuple(_binding(b, built.tables.period_hours) for b in result.binding),
     )
 
 
@@ -165,7 +177,7 @@ def _flows(built: Built, result: SolveResult) -> tuple[Flow, ...]:
     n_f, n_k, n_t = len(s.families), len(s.tiers), t.periods
     served = np.zeros((n_f, n_k, n_t))
     np.add.at(served, (cand.family, cand.tier), result.served_tokens_per_s)
-    seconds = t.period_hours * 3600.0
+    seconds = t.period_hours * SECONDS_PER_HOUR
     out = []
     for f, family in enumerate(s.families):
         combo = int(result.combo[f])

@@ -95,8 +95,12 @@ class Binding(Frozen, kw_only=True):
     """A constraint that limits the objective (e.g. a pool's inventory in the peak hours)."""
 
     kind: str
+    """"inventory" (a pool in a period) or "demand" (a tier's demand in a period or window)."""
     key: str
     shadow_price_usd: float
+    """What one more ``unit`` would add to the objective, from the hour LP at the chosen prices:
+    USD per system-hour of a full pool; USD per million output tokens of fully served demand."""
+    unit: str
 
 
 class Plan(Frozen, kw_only=True):

@@ -25,6 +25,9 @@ import numpy.typing as npt
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
+SECONDS_PER_HOUR = 3600.0
+"""Rates are per second, periods are hours: tokens in a period = rate x this x period_hours."""
+
 
 @dataclass(frozen=True, slots=True)
 class Inventory:

@@ -236,8 +236,11 @@ def summary(plan: Plan, description: str = "") -> str:
     valued = [b for b in plan.binding if abs(b.shadow_price_usd) > 1e-9]
     if valued:
         out.append("")
-        out.append(f"binding constraints ({len(plan.binding)}; largest shadow prices)")
-        top = sorted(valued, key=lambda b: -abs(b.shadow_price_usd))[:5]
-        out.extend(f"  {b.kind} {b.key}: {_usd(b.shadow_price_usd)} per unit" for b in top)
+        out.append(f"binding constraints ({len(plan.binding)}; largest shadow prices of each kind)")
+        for kind in sorted({b.kind for b in valued}):
+            top = sorted(
+                (b for b in valued if b.kind == kind), key=lambda b: -abs(b.shadow_price_usd)
+            )[:3]
+            out.extend(f"  {b.kind} {b.key}: {_usd(b.shadow_price_usd)} per {b.unit}" for b in top)
     out.extend(f"warning: {w}" for w in plan.warnings)
     return "\n".join(out)

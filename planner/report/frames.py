@@ -23,13 +23,13 @@ from datetime import date, datetime, timedelta
 import polars as pl
 
 from planner.plan import Plan
+from planner.tables import SECONDS_PER_HOUR
 
 DEFAULT_START = date(2026, 1, 5)
 """Start of the horizon when neither the scenario nor the caller gives one: a Monday, so that
 day 0 of a weekly demand profile reads as Monday. Fixed (not "today"): reports are reproducible."""
 
 HOURS_PER_WEEK = 168
-SECONDS_PER_HOUR = 3600.0
 
 ASSIGNMENTS_SCHEMA = pl.Schema(
     {
@@ -305,7 +305,8 @@ def _pools(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFrame
             (pl.len() * hours).cast(pl.Float64).alias("hours"),
             pl.col("systems_available").min().alias("min_systems_available"),
             pl.col("systems_used").max().alias("peak_systems_used"),
-            (pl.col("systems_available").sum() * hours).cast(pl.Float64)
+            (pl.col("systems_available").sum() * hours)
+            .cast(pl.Float64)
             .alias("available_system_hours"),
             (pl.col("systems_used").sum() * hours).cast(pl.Float64).alias("used_system_hours"),
             pl.col("served_output_tokens").fill_null(0.0).sum(),
@@ -313,8 +314,9 @@ def _pools(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFrame
             pl.col("cost_usd").sum(),
         )
         .with_columns(
-            (pl.col("available_system_hours") - pl.col("used_system_hours"))
-            .alias("idle_system_hours"),
+            (pl.col("available_system_hours") - pl.col("used_system_hours")).alias(
+                "idle_system_hours"
+            ),
         )
         .with_columns(
             (pl.col("idle_system_hours") / pl.col("hours")).alias("mean_idle_systems"),
@@ -325,9 +327,7 @@ def _pools(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFrame
             (pl.col("revenue_usd") - pl.col("cost_usd")).alias("margin_usd"),
         )
     )
-    return out.select(
-        [pl.col(n).cast(t) for n, t in POOLS_SCHEMA.items()]
-    ).sort("date", "pool")
+    return out.select([pl.col(n).cast(t) for n, t in POOLS_SCHEMA.items()]).sort("date", "pool")
 
 
 def _demand(plan: Plan, clock: _Clock) -> pl.DataFrame:
@@ -360,8 +360,9 @@ def _products(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFr
         pl.col("demand_output_tokens").sum(),
         pl.col("served_output_tokens").sum(),
         pl.col("unserved_output_tokens").sum(),
-        (pl.col("demand_output_tokens").max() / clock.seconds)
-        .alias("peak_demand_output_tokens_per_s"),
+        (pl.col("demand_output_tokens").max() / clock.seconds).alias(
+            "peak_demand_output_tokens_per_s"
+        ),
         pl.col("revenue_usd").sum(),
     )
     serving = (
@@ -408,4 +409,3 @@ def _products(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFr
     return out.select([pl.col(n).cast(t) for n, t in PRODUCTS_SCHEMA.items()]).sort(
         "week_start", "family", "tier"
     )
-

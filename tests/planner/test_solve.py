@@ -153,6 +153,61 @@ def test_binding_inventory_carries_its_shadow_price() -> None:
     assert not [b for b in result.binding if b.kind == "demand"]
 
 
+def test_binding_demand_carries_price_minus_marginal_cost() -> None:
+    """One product at 1 USD per token/s-hour with 12 tokens/s of demand in hour 0; one candidate
+    serving 20 tokens/s per one-system replica at 2 USD/h, ample inventory. All demand is served
+    (one replica, 12 USD - 2 USD); in the hour LP a token/s more costs 2/20 = 0.1 USD of replica,
+    so the demand row's shadow price is 1 - 0.1 = 0.9 USD per token/s-hour. The served column's
+    bound equals the demand here (one combo), the degenerate case that once priced it at 0."""
+    base = tiny_tables(0)
+    one = np.array([0], dtype=np.int64)
+    periods = 2
+    tables = replace(
+        base,
+        demand=replace(
+            base.demand,
+            family_ids=("fam",),
+            tier_ids=("fast",),
+            variant_ids=("main",),
+            offers=replace(
+                base.demand.offers,
+                family=one,
+                tier=one,
+                variant=one,
+                multiplier=np.array([1.0]),
+                usd_per_output_token=np.full((1, periods), 1.0 / 3600.0),
+            ),
+            combo_family=one,
+            combo_offer=np.zeros((1, 1), dtype=np.int64),
+            tokens_per_s=np.array([[[12.0, 0.0]]]),
+            reference_combo=one,
+            window_periods=np.array([1], dtype=np.int64),
+            unserved_penalty_usd_per_output_token=np.zeros(1),
+        ),
+        inventory=replace(
+            base.inventory,
+            pool_ids=("cs3-west",),
+            systems_available=np.full((1, periods), 4, dtype=np.int64),
+            usd_per_system_hour=np.array([2.0]),
+        ),
+        candidates=replace(
+            base.candidates,
+            pool=one,
+            family=one,
+            tier=one,
+            variant=one,
+            systems_per_replica=np.array([1], dtype=np.int64),
+            tokens_per_s_per_replica=np.array([[20.0] * periods]),
+            max_replicas=np.array([4], dtype=np.int64),
+        ),
+    )
+    result = solve(tables, SolveOptions(gap_target=1e-9))
+    assert result.status is SolveStatus.OPTIMAL
+    assert result.objective_usd == pytest.approx(12.0 - 2.0)
+    demand = {b.key: b.shadow_price_usd for b in result.binding if b.kind == "demand"}
+    assert demand == {"family=fam,tier=fast,period=0": pytest.approx(0.9)}
+
+
 def test_rounding_within_reconfiguration_keeps_the_limit() -> None:
     rng = np.random.default_rng(0)
     for seed in range(20):
