@@ -96,9 +96,13 @@ class Structure:
     def fixed(self, z: FloatArray, *, integer: bool = False, names: bool = False) -> LinearProgram:
         """The hour model with the combo choice ``z`` (combos,) fixed."""
         rhs = self.row_rhs + self.demand_by_combo @ z
+        # With z fixed the demand rows (2) bound the served columns; their own bound (the most
+        # demand over combos) is then redundant, and where it equals the row's right-hand side
+        # it makes the LP degenerate: GLOP may price the demand through the column bound and
+        # leave the demand row's shadow price (the binding report's) at 0. So drop it here.
         return LinearProgram(
             objective=self.objective,
-            col_upper=self.col_upper,
+            col_upper=np.where(self.col_kind == SERVED, np.inf, self.col_upper),
             col_integer=(self.col_kind == REPLICAS) & integer,
             matrix=self.matrix,
             row_lower=np.full(self.n_rows, -np.inf),
@@ -238,11 +242,7 @@ def build_structure(
     so_all = np.repeat(np.arange(n_off), periods)
     st_all = np.tile(np.arange(periods), n_off)
     s_row_all = first[so_all] + st_all // windows[off_tier[so_all]]
-    # The bound is kept a hair above the demand: when the chosen combo is the one with the most
-    # demand, a bound equal to the row's right-hand side makes the LP degenerate and GLOP may
-    # price the demand through the column bound instead of the row, leaving the row's shadow
-    # price (the binding report's) at 0.
-    s_up_all = dem_max[s_row_all] * (1.0 + 1e-6) if n_dem else np.zeros(0)
+    s_up_all = dem_max[s_row_all] if n_dem else np.zeros(0)
     keep = s_up_all > 0
     s_offer, s_period, s_row, s_up = so_all[keep], st_all[keep], s_row_all[keep], s_up_all[keep]
     n_s = s_offer.shape[0]
