@@ -27,6 +27,7 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin, SwaggerRenderPlugin
 
+from api.compute import Compute
 from api.controllers.catalog import CatalogController, EncodedCatalog
 from api.controllers.health import HealthController
 from api.controllers.perf import PerfController
@@ -62,7 +63,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
     runner = JobRunner(store, settings)
     arrays = build_arrays(catalog)
     catalog_json = EncodedCatalog.of(catalog)
-    plans = PlanService(store, runner, catalog, arrays, settings)
+    compute = Compute(settings.compute_threads)
+    plans = PlanService(store, runner, catalog, arrays, settings, compute)
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
@@ -85,6 +87,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "catalog": Provide(lambda: catalog, use_cache=True, sync_to_thread=False),
             "arrays": Provide(lambda: arrays, use_cache=True, sync_to_thread=False),
             "catalog_json": Provide(lambda: catalog_json, use_cache=True, sync_to_thread=False),
+            "compute": Provide(lambda: compute, use_cache=True, sync_to_thread=False),
         },
         exception_handlers=dict(EXCEPTION_HANDLERS),
         request_max_body_size=settings.max_body_bytes,

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 import msgspec
 
+from api.compute import Compute
 from api.errors import NotFound, ParameterError, QueueFull
 from api.jobs import JobRunner
 from api.settings import Settings
@@ -27,7 +28,10 @@ from planner.scenario_check import check_catalog, decode_scenario, horizon_hours
 T = TypeVar("T")
 
 _ENCODER = msgspec.json.Encoder()
+
+
 async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """Short blocking I/O (SQLite) off the event loop; CPU work goes through ``Compute``."""
     return await anyio.to_thread.run_sync(fn, *args)
 
 
@@ -39,7 +43,9 @@ class PlanService:
         catalog: Catalog,
         arrays: CatalogArrays,
         settings: Settings,
+        compute: Compute,
     ) -> None:
+        self.compute = compute
         self.store = store
         self.runner = runner
         self.catalog = catalog
@@ -81,7 +87,7 @@ class PlanService:
 
     async def submit(self, body: bytes, time_limit_s: float | None) -> PlanRecord:
         """Validate, then commit the request as a queued plan (durable before we answer)."""
-        scenario = await _off_loop(self.validate, body)
+        scenario = await self.compute.run(self.validate, body)
         limit = self.time_limit(scenario, time_limit_s)
         plan_id = uuid.uuid4().hex
         request = _ENCODER.encode(scenario)

@@ -41,6 +41,8 @@ class Settings:
     catalog_dir: Path | None = None
     """``None`` = the catalog packaged with farebox."""
     workers: int = 1
+    compute_threads: int = 2
+    """Threads for CPU work inside requests (SLO screening, estimates, frontiers)."""
     """Solver worker processes; each runs one solve at a time."""
     queue_max: int = 16
     """Plans that may wait for a worker; one more is refused with 503."""
@@ -74,6 +76,7 @@ class Settings:
             db_path=Path(db) if db else data_dir / "farebox.sqlite",
             catalog_dir=Path(catalog) if catalog else None,
             workers=_int(environ, "FAREBOX_WORKERS", 1, lo=1),
+            compute_threads=_int(environ, "FAREBOX_COMPUTE_THREADS", 2, lo=1),
             queue_max=_int(environ, "FAREBOX_QUEUE_MAX", 16, lo=0),
             max_time_limit_s=_float(environ, "FAREBOX_MAX_TIME_LIMIT_S", 900.0),
             kill_grace_s=_float(environ, "FAREBOX_KILL_GRACE_S", 60.0),

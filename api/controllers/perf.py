@@ -9,12 +9,12 @@ to a few hundred milliseconds of numpy.
 
 from __future__ import annotations
 
-import anyio.to_thread
 from litestar import Controller, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
+from api.compute import Compute
 from api.perf_wire import (
     EstimateRequest,
     EstimateResponse,
@@ -45,13 +45,14 @@ class PerfController(Controller):
         self,
         catalog: NamedDependency[Catalog],
         arrays: NamedDependency[CatalogArrays],
+        compute: NamedDependency[Compute],
         data: JSONBody[EstimateRequest],
     ) -> EstimateResponse:
         def run() -> EstimateResponse:
             configs = to_configs(catalog, data.configs)
             return EstimateResponse(rows=rows(catalog, configs, estimate(arrays, configs)))
 
-        return await anyio.to_thread.run_sync(run)
+        return await compute.run(run)
 
     @post(
         "/frontier",
@@ -63,6 +64,7 @@ class PerfController(Controller):
         self,
         catalog: NamedDependency[Catalog],
         arrays: NamedDependency[CatalogArrays],
+        compute: NamedDependency[Compute],
         data: JSONBody[FrontierRequest],
     ) -> FrontierResponse:
         def run() -> FrontierResponse:
@@ -85,4 +87,4 @@ class PerfController(Controller):
                 rows=rows(catalog, front.configs, front.estimate),
             )
 
-        return await anyio.to_thread.run_sync(run)
+        return await compute.run(run)
