@@ -7,6 +7,7 @@ with the factors in fleet/data/accelerators.toml (not re-fitted) and checks the 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +22,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = Path(REPO_ROOT).parent / "shared" / "reference"
 CSV = REFERENCE / "measured_calibration.csv"
 
+# Outside CI a checkout without ../shared skips; in CI (which always has ../shared beside the
+# clone) a missing file fails, so the bound can never pass by being skipped.
 pytestmark = pytest.mark.skipif(
-    not REFERENCE.is_dir(),
+    not REFERENCE.is_dir() and not os.environ.get("CI"),
     reason=f"measurements not available: {REFERENCE} (shared/reference beside the repo) is absent",
 )
 
