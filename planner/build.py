@@ -30,7 +30,7 @@ from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
-from planner.candidates import Columns, Slo, eligible, prune
+from planner.candidates import Columns, Pruned, Slo, eligible, prune
 from planner.demand import DemandInfo, build_demand, offer_speed
 from planner.reasons import GroupTrace, Reason, unserved_reason
 from planner.scenario import HOURS_PER_WEEK, Pool, Scenario
@@ -222,6 +222,9 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     }
     parts: list[dict[str, np.ndarray]] = []
     chosen: list[tuple[Configs, Estimate]] = []
+    # Pools of one system (regions) and variants share estimates, and a family's tier has one
+    # demand: groups with the same rows, SLO and load prune alike, so each is pruned once.
+    pruned: dict[tuple[object, ...], Pruned] = {}
     for g in groups:
         configs, est = estimates[g.key]
         osl = float(g.key[3])
@@ -233,7 +236,11 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
             request_s=est.request_s[g.rows],
             ttft_floor_s=est.ttft_floor_s[g.rows],
         )
-        kept = prune(cols, g.slo, lowest[g.family, g.tier], osl)
+        load = lowest[g.family, g.tier]
+        same = (g.key, g.slo, g.rows.tobytes(), load.tobytes())
+        if same not in pruned:
+            pruned[same] = prune(cols, g.slo, load, osl)
+        kept = pruned[same]
         rows = g.rows[kept.rows]
         n = kept.rows.shape[0]
         chosen.append((configs.take(rows), est.take(rows)))

@@ -103,7 +103,13 @@ def frontier(keys: FloatArray, block: int = 256) -> BoolArray:
     sum is at least as large: floating-point addition is monotone). A row is dropped exactly when
     an earlier row weakly dominates it; by transitivity it is enough to test the rows kept so far
     and the earlier rows of its own block, so each block is one vectorized comparison.
+
+    Two criteria take a sort-based sweep instead (``_frontier_2d``), with the same result.
     """
+    if keys.shape[1] == 2:
+        fast = _frontier_2d(keys)
+        if fast is not None:
+            return fast
     order = np.argsort(-keys.sum(axis=1), kind="stable")
     keep = np.zeros(keys.shape[0], dtype=bool)
     kept = np.empty((0, keys.shape[1]))
@@ -116,6 +122,44 @@ def frontier(keys: FloatArray, block: int = 256) -> BoolArray:
         new = ~(by_kept | by_block)
         keep[rows[new]] = True
         kept = np.concatenate([kept, k[new]])
+    return keep
+
+
+def _frontier_2d(keys: FloatArray) -> BoolArray | None:
+    """``frontier`` of two criteria in O(n log n); None where its scan order could matter.
+
+    ``frontier`` drops a row exactly when a row earlier in its scan order (decreasing key sum,
+    then index) weakly dominates it. A dominator that differs from the row has the larger sum
+    unless the two sums round to the same float; when no two different rows share a sum, the
+    rule is therefore: drop a row that another, different row weakly dominates, and every copy
+    of an identical row but the first. Otherwise (or with non-finite keys) None: the caller
+    scans.
+    """
+    n = keys.shape[0]
+    if not np.all(np.isfinite(keys)):
+        return None
+    k0, k1 = keys[:, 0], keys[:, 1]
+    total = keys.sum(axis=1)
+    by_sum = np.lexsort((k1, k0, total))
+    t, a, b = total[by_sum], k0[by_sum], k1[by_sum]
+    if np.any((t[1:] == t[:-1]) & ((a[1:] != a[:-1]) | (b[1:] != b[:-1]))):
+        return None
+    # Best first: k0 descending, then k1 descending, then index (lexsort is stable).
+    order = np.lexsort((-k1, -k0))
+    s0, s1 = k0[order], k1[order]
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = s0[1:] != s0[:-1]
+    group = np.cumsum(starts) - 1
+    best_in_group = s1[starts][group]
+    # Best k1 among rows of strictly larger k0: the running maximum just before the group.
+    running = np.maximum.accumulate(s1)
+    before = np.concatenate([[-np.inf], running[:-1]])
+    best_above = before[starts][group]
+    copy = np.zeros(n, dtype=bool)
+    copy[1:] = ~starts[1:] & (s1[1:] == s1[:-1])
+    dropped = (s1 < best_in_group) | (best_above >= s1) | copy
+    keep = np.zeros(n, dtype=bool)
+    keep[order[~dropped]] = True
     return keep
 
 

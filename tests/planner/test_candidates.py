@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from fleet.perf.types import Configs, Estimate, Problem
-from planner.candidates import Columns, Slo, describe, eligible, frontier, prune
+from planner.candidates import (
+    Columns,
+    Slo,
+    _frontier_2d,
+    describe,
+    eligible,
+    frontier,
+    prune,
+)
 from planner.queueing import utilization_cap
 from planner.reasons import GroupTrace, unserved_reason, unserved_sentence
 from planner.scenario import Tier
@@ -189,3 +197,27 @@ def test_frontier_matches_pairwise_definition(n: int, d: int, block: int) -> Non
     undominated = {tuple(row) for row in keys[~strictly_dominated]}
     assert {tuple(row) for row in keys[keep]} == undominated
     assert keep.sum() == len(undominated)  # one row per set of identical rows
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_two_criteria_frontier_keeps_the_scan_rule(seed: int) -> None:
+    """(-systems, tokens/s) keys with repeated rows: the sweep ``frontier`` takes for two
+    criteria drops exactly the rows an earlier row of the scan (larger sum, then index) weakly
+    dominates."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    systems = rng.choice([1.0, 2.0, 4.0, 8.0], n)
+    per_system = rng.choice(rng.uniform(10.0, 5e3, 60), n) * rng.uniform(0.5, 1.5, 4)[
+        np.log2(systems).astype(int)
+    ]
+    keys = np.stack([-systems, systems * per_system], axis=1)
+    keys[::9, 1] = keys[0, 1]  # the same tokens/s on different system counts
+    total = keys.sum(axis=1)
+    index = np.arange(n)
+    earlier = (total[:, None] > total[None, :]) | (
+        (total[:, None] == total[None, :]) & (index[:, None] < index[None, :])
+    )
+    dominated = (np.all(keys[:, None, :] >= keys[None, :, :], axis=2) & earlier).any(axis=0)
+    assert _frontier_2d(keys) is not None  # the sweep, not the scan, decides here
+    assert frontier(keys).tolist() == (~dominated).tolist()
+    assert 1 < (~dominated).sum() < 60
