@@ -225,6 +225,8 @@ def prune(cols: Columns, slo: Slo, requests_per_s: FloatArray, osl: float) -> Pr
     cap_rows: list[FloatArray] = []
     cap_done = np.empty((0, periods))
     spr_done = np.empty(0)
+    # Periods with the same load have the same cap: compute each distinct load once.
+    loads, period_load = np.unique(requests_per_s, return_inverse=True)
     for start in range(0, idx.shape[0], 32):
         block = idx[start : start + 32]
         if spr_done.size:
@@ -234,9 +236,10 @@ def prune(cols: Columns, slo: Slo, requests_per_s: FloatArray, osl: float) -> Pr
             block = block[~covered.any(axis=1)]
         if not block.size:
             continue
-        erlangs = requests_per_s[None, :] * request_s[block, None]
+        erlangs = loads[None, :] * request_s[block, None]
         slack = (slo.max_ttft_s - floor_s[block])[:, None]
         cap = utilization_cap(erlangs, slack, request_s[block, None], slo.ttft_quantile)
+        cap = cap[:, period_load]
         done.append(block)
         cap_rows.append(cap)
         cap_done = np.concatenate([cap_done, raw[block, None] * cap])

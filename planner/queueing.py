@@ -126,29 +126,34 @@ def servers_needed(erlangs: ArrayLike, wait_over_service: ArrayLike, tail: Array
         np.asarray(wait_over_service, dtype=np.float64),
         np.asarray(tail, dtype=np.float64),
     )
+    shape = a.shape
+    a, x, eps = a.ravel(), x.ravel(), eps.ravel()
 
-    def ok(n: FloatArray) -> npt.NDArray[np.bool_]:
-        return wait_exceeds(n, a, x) <= eps
+    def ok(n: FloatArray, at: npt.NDArray[np.intp] | slice = slice(None)) -> npt.NDArray[np.bool_]:
+        return wait_exceeds(n, a[at], x[at]) <= eps[at]
 
     # Bracket around square-root staffing (close for large pools), checked and widened where
-    # wrong: lo must fail (n <= a always does), hi must pass.
+    # wrong: lo must fail (n <= a always does), hi must pass. Each step evaluates only the
+    # elements still open (each element's answer is its own: the others only save work).
     guess = halfin_whitt_servers(a, x, eps)
     slack = np.maximum(2.0, 0.02 * guess)
     lo = np.maximum(np.floor(a), np.floor(guess - slack))
     lo = np.where(ok(lo), np.floor(a), lo)
     hi = np.maximum(np.ceil(guess + slack), lo + 1.0)
+    short = np.arange(a.shape[0])
     for _ in range(64):
-        short = ~ok(hi)
-        if not np.any(short):
+        short = short[~ok(hi[short], short)]
+        if not short.size:
             break
-        hi = np.where(short, hi + (hi - lo) + 1.0, hi)
-    while np.any(hi - lo > 1):
-        mid = np.floor(0.5 * (lo + hi))
-        good = ok(mid)
-        active = hi - lo > 1
-        hi = np.where(active & good, mid, hi)
-        lo = np.where(active & ~good, mid, lo)
-    return np.where(a > 0, hi, 0.0)
+        hi[short] += (hi[short] - lo[short]) + 1.0
+    active = np.flatnonzero(hi - lo > 1)
+    while active.size:
+        mid = np.floor(0.5 * (lo[active] + hi[active]))
+        good = ok(mid, active)
+        hi[active[good]] = mid[good]
+        lo[active[~good]] = mid[~good]
+        active = active[hi[active] - lo[active] > 1]
+    return np.where(a > 0, hi, 0.0).reshape(shape)
 
 
 def utilization_cap(
