@@ -25,11 +25,14 @@ tp x dp devices of a stage):
 - dp (data-parallel attention): powers of two, MoE models only (for dense models a second replica
   is the better way to use more devices);
 - ep: powers of two dividing both the experts and tp x dp (1 for dense models);
-- pp, HBM parts: the smallest pp whose weights fit, and up to ``extra_pp_factor`` x that (more
-  pipeline stages free memory for KV, hence larger batches), powers of two, stages spanning at most
-  ``max_systems`` systems;
+- pp, HBM parts: the smallest pp whose weights fit (in the smallest runnable precision), and up
+  to ``extra_pp_factor`` x that (more pipeline stages free memory for KV, hence larger batches),
+  powers of two, stages spanning at most ``max_systems`` systems;
 - pp, SRAM parts: enough chips that the weights and a little KV fit in their aggregate SRAM
-  (``sram_pp_factors`` x the minimum), at most one stage per layer.
+  (``sram_pp_factors`` x the minimum), for each precision the part runs, at most one stage per
+  layer.
+Minimum stage counts are taken over the precisions the part can run (``Accelerator.runs``):
+others produce no configuration, so their smaller weights must not size the pipeline.
 """
 
 from __future__ import annotations
@@ -93,10 +96,15 @@ def layouts(
     moe = model.moe
     usable = USABLE_FRACTION * acc.memory_bytes
     breakdown = param_breakdown(model)
-    min_bytes = min(BYTES_PER_ELEMENT[p] for p in precisions if p in PRECISIONS)
-    weight_bytes = min_bytes * (breakdown.total - breakdown.embedding - breakdown.lm_head) + 2.0 * (
-        breakdown.embedding + breakdown.lm_head
-    )
+    # Size pipelines for the precisions this part can run: one it cannot run yields no
+    # configuration (PRECISION_UNSUPPORTED), so its smaller weights must not shrink the pipeline
+    # (with fp4 in the search, a bf16-only wafer would otherwise get too few stages for bf16).
+    known = [p for p in precisions if p in PRECISIONS]
+    element_bytes = sorted({BYTES_PER_ELEMENT[p] for p in known if acc.runs(p)}) or [
+        min(BYTES_PER_ELEMENT[p] for p in known)
+    ]
+    edges = 2.0 * (breakdown.embedding + breakdown.lm_head)  # kept in 16 bits
+    body = breakdown.total - breakdown.embedding - breakdown.lm_head
     rows: list[tuple[int, int, int, int]] = []
     for tp in tps:
         dps = _powers_of_two(domain // tp) if moe is not None else [1]
@@ -104,12 +112,18 @@ def layouts(
             n = tp * dp
             eps = [e for e in _powers_of_two(n) if moe is not None and moe.num_experts % e == 0]
             eps = eps or [1]
-            # Weight bytes per device with pp = 1 (routed experts over n, the rest over tp).
-            experts = breakdown.routed_experts * min_bytes
-            per_device_pp1 = (weight_bytes - experts) / tp + experts / n
-            pp_min = max(1, int(np.ceil(per_device_pp1 / usable)))
+            # Stages the weights alone need, per runnable element size: weight bytes per device
+            # with pp = 1 (routed experts over n, the rest over tp) over usable memory.
+            pp_mins = []
+            for b in element_bytes:
+                experts = breakdown.routed_experts * b
+                per_device_pp1 = (b * body + edges - experts) / tp + experts / n
+                pp_mins.append(max(1, int(np.ceil(per_device_pp1 / usable))))
+            pp_min = min(pp_mins)
             if acc.memory_kind == "sram":
-                pps = sorted({int(np.ceil(pp_min * f)) for f in sram_pp_factors})
+                # Every precision gets its own few stage counts: SRAM leaves little room beyond
+                # the weights, so the stages one precision needs are useless to another.
+                pps = sorted({int(np.ceil(m * f)) for m in pp_mins for f in sram_pp_factors})
             else:
                 pp_cap = max_systems * system.devices_per_system // n
                 pps = [p for p in _powers_of_two(pp_cap) if pp_min <= p <= extra_pp_factor * pp_min]
