@@ -52,6 +52,18 @@ def test_servers_needed_is_the_smallest_that_meets_the_tail() -> None:
     assert np.all(wait_exceeds(n - 1, a, x) > tail)
 
 
+def test_servers_needed_answers_each_element_on_its_own() -> None:
+    # A grid of loads x waits (brackets of very different widths, zero load included) comes
+    # back in its shape with what each element gives alone (settled elements leave the search).
+    a = np.array([0.0, 0.3, 4.0, 37.0, 410.0, 5200.0, 8e5])[:, None]
+    x = np.array([0.0, 0.01, 0.05, 0.4])[None, :]
+    grid = servers_needed(a, x, 0.01)
+    assert grid.shape == (7, 4)
+    alone = [[float(servers_needed(ai, xj, 0.01)) for xj in x[0]] for ai in a[:, 0]]
+    assert grid.tolist() == alone
+    assert np.ndim(servers_needed(5.0, 0.1, 0.01)) == 0
+
+
 def test_square_root_staffing_tracks_exact_for_large_pools() -> None:
     a = np.array([100.0, 1_000.0, 10_000.0, 100_000.0])
     exact = servers_needed(a, 0.02, 0.01)
