@@ -16,6 +16,8 @@ Steps:
    says how many model replicas one table "replica" is.
 6. Headroom and pruning per group, against the tier's lowest demand over price cards in each
    period (``planner.candidates.prune``): the headroom then holds whichever card is chosen.
+   Groups alike in everything pruning sees (estimates, rows, SLO, load: pools of one system in
+   several regions, say) are pruned once.
 """
 
 from __future__ import annotations
