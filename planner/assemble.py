@@ -2,8 +2,9 @@
 
 The solver speaks in indices (combo, candidate, period); the plan speaks in the business's names
 (pool, family, tier, model, layout, USD). Money over a period = rate x period seconds. TTFT at the
-planned load is computed per assignment from its own batch slots (n = replicas x batch cap) and
-served load (Erlang C, ``planner.queueing``), so it is at least what the pooled router achieves.
+planned load = the assignment's TTFT floor + the wait for a slot at the tier's percentile, where,
+as the headroom assumes (``planner.queueing``), one router pools the batch slots of every replica
+serving the (family, tier) in the period: M/M/n with n = their slots and their summed load.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from planner.build import Built
 from planner.plan import Assignment, Binding, Flow, Plan, PoolUsage, TierPrice
 from planner.queueing import wait_quantile_s
 from planner.solution import BindingConstraint, SolveResult, SolveStatus
-from planner.tables import SECONDS_PER_HOUR
+from planner.tables import SECONDS_PER_HOUR, FloatArray, IntArray
 
 
 def infeasible_plan(built: Built) -> Plan:
@@ -122,6 +123,35 @@ def _prices(built: Built, result: SolveResult) -> tuple[TierPrice, ...]:
     return tuple(out)
 
 
+def _pooled_wait_s(
+    built: Built, c_idx: IntArray, p_idx: IntArray, replicas: IntArray, served: FloatArray
+) -> FloatArray:
+    """Wait for a batch slot at the tier's TTFT percentile, per assignment, as the headroom
+    assumed it (``planner.queueing``): one router per (family, tier) pools the slots of all the
+    replicas serving it in the period, so every assignment of the tier sees the same wait, that
+    of M/M/n with n = all their slots, the summed load in Erlangs and its mean holding time."""
+    det, cand = built.candidates, built.tables.candidates
+    assert det is not None
+    slots = replicas * det.configs.batch[c_idx]
+    requests_per_s = served / det.output_tokens[c_idx]
+    erlangs = requests_per_s * det.request_s[c_idx]
+    n_tiers = len(built.scenario.tiers)
+    key = (cand.family[c_idx] * n_tiers + cand.tier[c_idx]) * built.tables.periods + p_idx
+    groups, which = np.unique(key, return_inverse=True)
+    pooled_slots = np.bincount(which, slots, groups.shape[0])
+    pooled_erlangs = np.bincount(which, erlangs, groups.shape[0])
+    pooled_rate = np.bincount(which, requests_per_s, groups.shape[0])
+    quantile = det.ttft_quantile[c_idx]
+    holding_s = np.divide(
+        pooled_erlangs, pooled_rate, out=np.ones_like(pooled_erlangs), where=pooled_rate > 0
+    )
+    # Quantiles differ only between tiers, and a group is one tier: take each group's own.
+    q = np.zeros(groups.shape[0])
+    q[which] = quantile
+    wait = wait_quantile_s(pooled_slots, pooled_erlangs, holding_s, q)
+    return wait[which]
+
+
 def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
     t, det, info, s = built.tables, built.candidates, built.demand, built.scenario
     assert t is not None and det is not None and info is not None
@@ -131,10 +161,8 @@ def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
     served = result.served_tokens_per_s[c_idx, p_idx]
     replicas = units * det.replicas_per_unit[c_idx]
     raw = units * det.raw_tokens_per_s_per_replica[c_idx] * det.replicas_per_unit[c_idx]
-    slots = replicas * det.configs.batch[c_idx]
-    erlangs = served / det.output_tokens[c_idx] * det.request_s[c_idx]
+    wait = _pooled_wait_s(built, c_idx, p_idx, replicas, served)
     has_slo = ~np.isnan(det.ttft_slo_s[c_idx])
-    wait = wait_quantile_s(slots, erlangs, det.request_s[c_idx], det.ttft_quantile[c_idx])
     ttft_s = det.ttft_floor_s[c_idx] + np.where(has_slo, wait, 0.0)
     systems = units * cand.systems_per_replica[c_idx]
     cost = systems * t.inventory.usd_per_system_hour[cand.pool[c_idx]] * t.period_hours
