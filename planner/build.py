@@ -14,8 +14,9 @@ Steps:
 5. Units: a replica smaller than a system is packed with its copies onto whole systems (8
    one-GPU replicas on an 8-GPU node), so the tables count whole systems; ``replicas_per_unit``
    says how many model replicas one table "replica" is.
-6. Headroom and pruning per group, against the tier's lowest demand over price cards in each
-   period (``planner.candidates.prune``): the headroom then holds whichever card is chosen.
+6. Headroom and pruning per group, against the tier's lowest demand over the price cards that
+   sell it with the group's variant in each period (``planner.candidates.prune``): the headroom
+   then holds whichever of those cards is chosen.
    Groups alike in everything pruning sees (estimates, rows, SLO, load: pools of one system in
    several regions, say) are pruned once.
 """
@@ -196,6 +197,26 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
     return Screen(estimates, tuple(groups), unservable, tuple(reasons))
 
 
+def lowest_demand(
+    demand: Demand, mean_output_tokens: FloatArray
+) -> dict[tuple[int, int, int], FloatArray]:
+    """Requests/s per period that size the TTFT headroom of a (family, tier, variant)'s
+    candidates: the lowest demand of the tier over the price cards that sell it with that
+    variant. A candidate only serves offers of its own variant, so cards selling the tier with
+    another variant never load it; taking them into the minimum would shrink its headroom (and
+    admitting one more variant could lower the optimum)."""
+    out: dict[tuple[int, int, int], FloatArray] = {}
+    offers = demand.offers
+    for k in range(len(demand.tier_ids)):
+        offer = demand.combo_offer[:, k]
+        sold = np.flatnonzero(offer >= 0)
+        pairs = np.stack([demand.combo_family[sold], offers.variant[offer[sold]]], axis=1)
+        for f, v in np.unique(pairs, axis=0).tolist():
+            rows = sold[(pairs[:, 0] == f) & (pairs[:, 1] == v)]
+            out[(f, k, v)] = demand.tokens_per_s[rows, k].min(axis=0) / mean_output_tokens[f]
+    return out
+
+
 def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) -> Built:
     """Everything the solver and the plan need, or the reasons the scenario cannot be planned."""
     start = time.perf_counter()
@@ -213,15 +234,12 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     warnings.extend(f"planned as unserved: {r}" for r in reasons)
     demand, info = build_demand(s, quality, unservable)
     warnings.extend(info.warnings)
-    # Lowest demand of each (family, tier, period) over the family's price cards, requests/s.
-    lowest = np.zeros((len(s.families), len(s.tiers), inventory.systems_available.shape[1]))
-    for f in range(len(s.families)):
-        rows = demand.tokens_per_s[demand.combo_family == f]
-        lowest[f] = rows.min(axis=0) / info.mean_output_tokens[f]
     variant_index = {
         (int(info.variant_family[i]), info.variant_model[i]): i
         for i in range(len(info.variant_model))
     }
+    lowest = lowest_demand(demand, info.mean_output_tokens)
+    no_load = np.zeros(inventory.systems_available.shape[1])
     parts: list[dict[str, np.ndarray]] = []
     chosen: list[tuple[Configs, Estimate]] = []
     # Pools of one system (regions) and variants share estimates, and a family's tier has one
@@ -238,7 +256,8 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
             request_s=est.request_s[g.rows],
             ttft_floor_s=est.ttft_floor_s[g.rows],
         )
-        load = lowest[g.family, g.tier]
+        # No card sells the tier with this variant: its candidates can serve nothing anyway.
+        load = lowest.get((g.family, g.tier, variant_index[(g.family, g.model)]), no_load)
         same = (g.key, g.slo, g.rows.tobytes(), load.tobytes())
         if same not in pruned:
             pruned[same] = prune(cols, g.slo, load, osl)
