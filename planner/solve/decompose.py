@@ -38,10 +38,15 @@ from planner.solve.linear import Engine
 from planner.solve.master import Master
 from planner.solve.model import Structure, build_structure
 from planner.solve.repair import reconfiguration_ok, repair, round_within_reconfiguration
+from planner.solve.rolling import CHUNK_PERIODS, rolling_lp
 from planner.solve.swap import improve_by_swaps
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+FIRST_REPAIR_S = 0.5
+"""With a limit, the repair of the rounded LP without (6) gets this long: a first plan only; the
+rolling-horizon LP with (6) gives the good one."""
 
 
 def one_hot(st: Structure, combo: IntArray) -> FloatArray:
@@ -109,23 +114,34 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     master.add(benders_cuts(relaxed, root.duals))
     lp_value: dict[tuple[int, ...], float] = {}
     exact_lp_done: set[tuple[int, ...]] = set()
+    rolled: set[tuple[int, ...]] = set()
+    seamed = st if limit is None else build_structure(tables, limit, st.token_scale, CHUNK_PERIODS)
     integer_done: set[tuple[int, ...]] = set()
 
     def padded(duals: FloatArray) -> FloatArray:
         """Row prices of ``relaxed`` on ``st``'s rows (the rows of (6) come last)."""
         return np.concatenate([duals, np.zeros(st.n_rows - duals.shape[0])])
 
-    def offer_rounded(combo: IntArray, values: FloatArray, duals: FloatArray, source: str) -> None:
+    def offer_rounded(
+        combo: IntArray,
+        values: FloatArray,
+        duals: FloatArray | None,
+        source: str,
+        repair_s: float | None = None,
+    ) -> None:
         frac = fractional(st, values)
         if limit is None:
             starts = [np.floor(frac + 1e-6)]  # rounding to nearest was tried: never better
         else:
             starts = [round_within_reconfiguration(tables, frac, limit)]
+        stop = deadline if repair_s is None else min(deadline, time.perf_counter() + repair_s)
         for start in starts:
             if start is None:
                 continue
-            x = repair(tables, combo, start.astype(np.int64), reconfiguration_limit=limit)
-            inc.offer(combo, x, padded(duals), source)
+            x = repair(
+                tables, combo, start.astype(np.int64), reconfiguration_limit=limit, deadline=stop
+            )
+            inc.offer(combo, x, None if duals is None else padded(duals), source)
             if limit is None and not inc.proven(options.gap_target):
                 x = improve_by_swaps(tables, combo, x, deadline)
                 inc.offer(combo, x, padded(duals), "swaps of replicas")
@@ -136,17 +152,34 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
             return False
         lp_value[tuple(combo.tolist())] = fixed.objective
         master.add(benders_cuts(relaxed, fixed.duals))
-        offer_rounded(combo, fixed.values, fixed.duals, "prices fixed, replicas rounded")
+        offer_rounded(
+            combo,
+            fixed.values,
+            fixed.duals,
+            "prices fixed, replicas rounded",
+            None if limit is None else FIRST_REPAIR_S,
+        )
+        return True
+
+    def rolling(combo: IntArray) -> bool:
+        """The hour LP with (6) at these prices, day chunk after day chunk (a plan, no bound)."""
+        rolled.add(tuple(combo.tolist()))
+        values = rolling_lp(st, one_hot(st, combo), deadline)
+        if values is None:
+            return False
+        offer_rounded(combo, values, None, "prices fixed, rolling-horizon LP with (6) rounded")
         return True
 
     def exact_lp(combo: IntArray) -> bool:
-        """The hour LP with (6) at these prices: a value cut and a better rounding start."""
+        """The hour LP with (6) at these prices, (6) relaxed between day chunks (exact when the
+        horizon is one chunk): a value cut, and one more rounding start."""
         exact_lp_done.add(tuple(combo.tolist()))
-        fixed = solve_fixed(st, one_hot(st, combo), deadline)
+        fixed = solve_fixed(seamed, one_hot(st, combo), deadline, Engine.HIGHS)
         if fixed is None:
             return False
         master.add_value_cut(combo, fixed.objective, inc.bound - fixed.objective)
-        offer_rounded(combo, fixed.values, fixed.duals, "prices fixed, LP with (6) rounded")
+        source = "LP with (6)" if seamed.n_groups == 1 else "LP with (6) within day chunks"
+        offer_rounded(combo, fixed.values, None, f"prices fixed, {source} rounded")
         return True
 
     def solve_integer(combo: IntArray) -> None:
@@ -181,6 +214,9 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if key not in lp_value:
             if not try_prices(res.combo):
                 return "time limit in an hour LP"
+        elif limit is not None and key not in rolled:
+            if not rolling(res.combo):
+                return "time limit in the rolling-horizon LP with the reconfiguration limit"
         elif limit is not None and key not in exact_lp_done:
             if not exact_lp(res.combo):
                 return "time limit in the hour LP with the reconfiguration limit"

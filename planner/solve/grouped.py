@@ -73,8 +73,11 @@ class FixedResult:
     """(rows,)."""
 
 
-def solve_fixed(st: Structure, z: FloatArray, deadline: float) -> FixedResult | None:
-    """The hour LP (replicas continuous) at combo weights ``z``; None on the time limit."""
+def solve_fixed(
+    st: Structure, z: FloatArray, deadline: float, engine: Engine = Engine.GLOP
+) -> FixedResult | None:
+    """The hour LP (replicas continuous) at combo weights ``z``; None on the time limit.
+    GLOP for the hour groups; HiGHS for the day-long groups of (6) (``planner.solve.rolling``)."""
     full = st.fixed(z)
     values = np.zeros(st.n_cols)
     duals = np.zeros(st.n_rows)
@@ -85,7 +88,7 @@ def solve_fixed(st: Structure, z: FloatArray, deadline: float) -> FixedResult | 
         if cols.size == 0:
             continue
         sub = full.restrict(rows, cols)
-        res = solve_program(sub, Engine.GLOP, deadline - time.perf_counter())
+        res = solve_program(sub, engine, deadline - time.perf_counter())
         if res.outcome is not Outcome.OPTIMAL or res.duals is None or res.values is None:
             return None
         objective += res.objective

@@ -139,16 +139,28 @@ class Structure:
         )
 
 
-def period_groups(window_periods: IntArray, periods: int, coupled: bool) -> IntArray:
-    """(periods,): group id; a new group starts where every window block starts too."""
-    if coupled:
+def period_groups(
+    window_periods: IntArray, periods: int, coupled: bool, chunk_periods: int | None = None
+) -> IntArray:
+    """(periods,): group id; a new group starts where every window block starts too.
+    ``coupled``: one group, unless ``chunk_periods`` is given: then consecutive groups are
+    joined until each spans at least that many periods (the last may be shorter)."""
+    if coupled and chunk_periods is None:
         return np.zeros(periods, dtype=np.int64)
     t = np.arange(periods)
     starts = np.ones(periods, dtype=bool)
     for w in np.unique(window_periods):
         if w > 1:
             starts &= t % w == 0
-    starts[0] = True
+    if coupled and chunk_periods is not None:
+        last = 0
+        for s in np.flatnonzero(starts):
+            if s - last < chunk_periods:
+                starts[s] = False
+            else:
+                last = int(s)
+    if periods:
+        starts[0] = True
     return np.cumsum(starts) - 1
 
 
@@ -156,9 +168,13 @@ def build_structure(
     tables: PlanningTables,
     reconfiguration_limit: float | None,
     token_scale: float | None = None,
+    chunk_periods: int | None = None,
 ) -> Structure:
     """The hour model of ``tables``; ``token_scale`` None picks a power of ten near the median
-    tokens/s per replica."""
+    tokens/s per replica. With a reconfiguration limit and ``chunk_periods``, the periods are cut
+    into chunks of at least that many periods (window blocks kept whole) and (6) is left out
+    between the last period of a chunk and the first of the next: a relaxation whose chunks
+    separate once prices are fixed."""
     inv, d, cand = tables.inventory, tables.demand, tables.candidates
     offers = d.offers
     periods = tables.periods
@@ -169,7 +185,7 @@ def build_structure(
     n_var = len(d.variant_ids)
     hours = tables.period_hours
     windows = np.maximum(np.asarray(d.window_periods, dtype=np.int64), 1)
-    groups = period_groups(windows, periods, reconfiguration_limit is not None)
+    groups = period_groups(windows, periods, reconfiguration_limit is not None, chunk_periods)
 
     rate = np.asarray(cand.tokens_per_s_per_replica, dtype=float)
     positive = rate[rate > 0]
@@ -249,7 +265,8 @@ def build_structure(
 
     # Reconfiguration columns d[c, t] for t >= 1 where either period has a replica column.
     if reconfiguration_limit is not None and periods > 1:
-        dc, dt = np.nonzero((x_col[:, 1:] >= 0) | (x_col[:, :-1] >= 0))
+        same_group = groups[1:] == groups[:-1]
+        dc, dt = np.nonzero(((x_col[:, 1:] >= 0) | (x_col[:, :-1] >= 0)) & same_group[None, :])
         dt = dt + 1
     else:
         dc = dt = np.zeros(0, dtype=np.int64)

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import numpy.typing as npt
 
@@ -52,6 +54,7 @@ def repair(
     *,
     reconfiguration_limit: float | None = None,
     max_rounds: int = 100_000,
+    deadline: float | None = None,
 ) -> IntArray:
     """Make ``replicas`` feasible and greedily add replicas while one adds profit.
 
@@ -62,7 +65,8 @@ def repair(
     replica per block and round so that the computed gain stays a lower bound of the true one.
     With a reconfiguration limit an addition must keep (6) in both periods it touches, and a
     round adds only in periods of one parity (so additions of a round never touch the same
-    period pair); whether the starting plan keeps (6) is the caller's to check.
+    period pair); whether the starting plan keeps (6) is the caller's to check. Stops adding
+    at ``deadline`` (``time.perf_counter()``), the plan feasible as it stands.
     """
     cand, inv = tables.candidates, tables.inventory
     prods = products(tables, combo)
@@ -96,6 +100,8 @@ def repair(
     demand_blk = block_sums(prods.demand_tokens_per_s, prods.window)
     stalled = 0
     for round_no in range(max_rounds):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
         cap = capacity(tables, prods, x)
         remaining = np.maximum(demand_blk - block_sums(cap, prods.window), 0.0)
         gain = prods.value_usd_per_token[j] * unit * np.minimum(rate, remaining[j]) - cost[:, None]
