@@ -114,7 +114,9 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     master.add(benders_cuts(relaxed, root.duals))
     lp_value: dict[tuple[int, ...], float] = {}
     exact_lp_done: set[tuple[int, ...]] = set()
-    rolled: set[tuple[int, ...]] = set()
+    rolled: dict[tuple[int, ...], int] = {}
+    """Rolling-horizon LPs done per combo choice (0, 1 = used candidates only, 2 = all)."""
+    used_cands: dict[tuple[int, ...], npt.NDArray[np.bool_]] = {}
     seamed = st if limit is None else build_structure(tables, limit, st.token_scale, CHUNK_PERIODS)
     integer_done: set[tuple[int, ...]] = set()
 
@@ -128,13 +130,16 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         duals: FloatArray | None,
         source: str,
         repair_s: float | None = None,
+        grace: bool = False,
     ) -> None:
+        """Round, repair (for ``repair_s`` at most; past the deadline with ``grace``), offer."""
         frac = fractional(st, values)
         if limit is None:
             starts = [np.floor(frac + 1e-6)]  # rounding to nearest was tried: never better
         else:
             starts = [round_within_reconfiguration(tables, frac, limit)]
-        stop = deadline if repair_s is None else min(deadline, time.perf_counter() + repair_s)
+        stop = deadline if repair_s is None else time.perf_counter() + repair_s
+        stop = stop if grace else min(stop, deadline)
         for start in starts:
             if start is None:
                 continue
@@ -151,6 +156,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if fixed is None:
             return False
         lp_value[tuple(combo.tolist())] = fixed.objective
+        used_cands[tuple(combo.tolist())] = (fractional(relaxed, fixed.values) > 1e-6).any(axis=1)
         master.add(benders_cuts(relaxed, fixed.duals))
         offer_rounded(
             combo,
@@ -162,13 +168,27 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         return True
 
     def rolling(combo: IntArray) -> bool:
-        """The hour LP with (6) at these prices, day chunk after day chunk (a plan, no bound)."""
-        rolled.add(tuple(combo.tolist()))
-        values = rolling_lp(st, one_hot(st, combo), deadline)
-        if values is None:
-            return False
-        offer_rounded(combo, values, None, "prices fixed, rolling-horizon LP with (6) rounded")
-        return True
+        """The hour LP with (6) at these prices, day chunk after day chunk (a plan, no bound):
+        first with only the candidates the LP without (6) uses (a few times faster), then with
+        all."""
+        key = tuple(combo.tolist())
+        stage = rolled.get(key, 0)
+        rolled[key] = stage + 1
+        only = used_cands.get(key) if stage == 0 else None
+        rolled_lp = rolling_lp(st, one_hot(st, combo), limit, deadline, candidates=only)
+        if rolled_lp is None:
+            return left() > 0
+        values, done, n_chunks = rolled_lp
+        source = "prices fixed, rolling-horizon LP with (6)"
+        if only is not None:
+            source += " on the candidates the LP without (6) uses"
+        partial = done < n_chunks
+        if partial:
+            source += f" ({done} of {n_chunks} day chunks solved in time, the rest held steady)"
+        # A partial plan gets a short repair even past the deadline: its held tail needs it.
+        repair_s = FIRST_REPAIR_S if partial else None
+        offer_rounded(combo, values, None, source + ", rounded", repair_s, grace=partial)
+        return left() > 0  # a chunk may also stop on an infeasible LP (tolerances): go on
 
     def exact_lp(combo: IntArray) -> bool:
         """The hour LP with (6) at these prices, (6) relaxed between day chunks (exact when the
@@ -191,7 +211,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if mip.values is not None:
             x = replicas_from(st, mip.values, round_down=False)
             if reconfiguration_ok(tables, x, limit):
-                x = repair(tables, combo, x, reconfiguration_limit=limit)
+                x = repair(tables, combo, x, reconfiguration_limit=limit, deadline=deadline)
             inc.offer(combo, x, None, "prices fixed, integer replicas (SCIP)")
         if math.isfinite(mip.bound):
             master.add_value_cut(combo, mip.bound, inc.bound - mip.bound)
@@ -214,7 +234,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if key not in lp_value:
             if not try_prices(res.combo):
                 return "time limit in an hour LP"
-        elif limit is not None and key not in rolled:
+        elif limit is not None and rolled.get(key, 0) < 2:
             if not rolling(res.combo):
                 return "time limit in the rolling-horizon LP with the reconfiguration limit"
         elif limit is not None and key not in exact_lp_done:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -10,10 +11,14 @@ import pytest
 
 from planner.solution import Progress, SolveOptions, SolveStatus
 from planner.solve import solve
+from planner.solve.decompose import fractional, one_hot
 from planner.solve.evaluate import evaluate, replica_upper
+from planner.solve.grouped import solve_fixed
+from planner.solve.linear import Engine
 from planner.solve.model import build_structure
 from planner.solve.names import column_names
 from planner.solve.repair import reconfiguration_ok, round_within_reconfiguration
+from planner.solve.rolling import rolling_lp
 from tests.planner.solve_cases import tiny_tables
 
 
@@ -229,3 +234,34 @@ def test_columns_are_named_by_domain_key() -> None:
     assert any(n.startswith("replicas[pool=pool") and ",cand=" in n for n in names)
     assert any(n.startswith("served[family=fam0,tier=tier0,") for n in names)
     assert any(n.startswith("moved[pool=") for n in names)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_rolling_horizon_plan_keeps_the_limit_and_chunks_relax(seed: int) -> None:
+    """The rolling LP in 1-period chunks meets (6) across the seams (the replicas of the period
+    before a chunk are fixed); the LP with (6) only within chunks bounds the LP with (6)."""
+    tables = tiny_tables(seed)
+    limit = 0.25
+    st = build_structure(tables, reconfiguration_limit=limit)
+    combo = tables.demand.reference_combo
+    z = one_hot(st, combo)
+    out = rolling_lp(st, z, limit, time.perf_counter() + 20, chunk_periods=1)
+    assert out is not None
+    values, done, n_chunks = out
+    assert done == n_chunks >= 2
+    x = fractional(st, values)
+    moved = np.zeros(tables.inventory.systems_available.shape)
+    step = np.abs(np.diff(x, axis=1)) * tables.candidates.systems_per_replica[:, None]
+    np.add.at(moved[:, 1:], tables.candidates.pool, step)
+    assert (moved <= 2 * limit * tables.inventory.systems_available + 1e-6).all()
+    exact = solve_fixed(st, z, time.perf_counter() + 20)
+    seamed = build_structure(tables, limit, st.token_scale, chunk_periods=1)
+    assert seamed.n_groups == n_chunks
+    relaxed = solve_fixed(seamed, z, time.perf_counter() + 20, Engine.HIGHS)
+    assert exact is not None and relaxed is not None
+    rolled = float(st.objective @ values) - float(st.combo_penalty_usd @ z)
+    assert rolled <= exact.objective + 1e-6 * max(1.0, abs(exact.objective))
+    assert exact.objective <= relaxed.objective + 1e-6 * max(1.0, abs(exact.objective))
+    x_int = round_within_reconfiguration(tables, x, limit)
+    if x_int is not None:
+        assert reconfiguration_ok(tables, x_int, limit)
