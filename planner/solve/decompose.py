@@ -14,8 +14,10 @@
    cut records its bound.
 Stops when the gap reaches the target, on the time limit, or when no step can make progress.
 With a reconfiguration limit, bounds and cuts come from the model without (6) (a relaxation),
-plans are rounded within the limit, and a choice the master insists on is first solved as an LP
-with (6) (a value cut), then with integer replicas.
+plans are rounded within the limit, and a choice the master insists on is solved, in turn, as a
+rolling-horizon LP with (6) (``planner.solve.rolling``; day chunks, first on the candidates the LP
+without (6) uses, then on all: plans only), as the LP with (6) within day chunks (HiGHS; a
+relaxation: a value cut), then with integer replicas.
 Every plan reported is complete and feasible: the first one is the greedy baseline (or, with a
 reconfiguration limit, its steady part grown within the limit), found before any LP is solved.
 """
