@@ -19,6 +19,7 @@ from planner.solve.model import build_structure
 from planner.solve.names import column_names
 from planner.solve.repair import reconfiguration_ok, round_within_reconfiguration
 from planner.solve.rolling import rolling_lp
+from planner.tables import PlanningTables
 from tests.planner.solve_cases import tiny_tables
 
 
@@ -99,55 +100,73 @@ def test_time_limit_returns_a_complete_plan_with_a_valid_bound() -> None:
     assert math.isfinite(result.gap)
 
 
+def _one_product(
+    demand_tokens_per_s: list[float],
+    *,
+    pool: str,
+    systems: int,
+    usd_per_system_hour: float,
+    candidates: list[tuple[int, float, int]],
+) -> PlanningTables:
+    """One family, one tier sold at one price (1 USD per token/s-hour) in one pool; candidates
+    are (systems per replica, tokens/s per replica, max replicas)."""
+    base = tiny_tables(0)
+    periods = len(demand_tokens_per_s)
+    one = np.zeros(1, dtype=np.int64)
+    n = np.zeros(len(candidates), dtype=np.int64)
+    return replace(
+        base,
+        demand=replace(
+            base.demand,
+            family_ids=("fam",),
+            tier_ids=("standard",),
+            variant_ids=("main",),
+            offers=replace(
+                base.demand.offers,
+                family=one,
+                tier=one,
+                variant=one,
+                multiplier=np.array([1.0]),
+                usd_per_output_token=np.full((1, periods), 1.0 / 3600.0),
+            ),
+            combo_family=one,
+            combo_offer=np.zeros((1, 1), dtype=np.int64),
+            tokens_per_s=np.array([[demand_tokens_per_s]]),
+            reference_combo=one,
+            window_periods=np.array([1], dtype=np.int64),
+            unserved_penalty_usd_per_output_token=np.zeros(1),
+        ),
+        inventory=replace(
+            base.inventory,
+            pool_ids=(pool,),
+            systems_available=np.full((1, periods), systems, dtype=np.int64),
+            usd_per_system_hour=np.array([usd_per_system_hour]),
+        ),
+        candidates=replace(
+            base.candidates,
+            pool=n,
+            family=n,
+            tier=n,
+            variant=n,
+            systems_per_replica=np.array([c[0] for c in candidates], dtype=np.int64),
+            tokens_per_s_per_replica=np.array([[c[1]] * periods for c in candidates]),
+            max_replicas=np.array([c[2] for c in candidates], dtype=np.int64),
+        ),
+    )
+
+
 def test_binding_inventory_carries_its_shadow_price() -> None:
     """One product, demand 30 tokens/s in the first hour only, price 1 USD per token/s-hour; a
     pool of 3 systems (1 USD/h each); a two-system candidate serving 20 tokens/s and a one-system
     candidate serving 5. Hour 0 runs one of each (25 served, pool full); a fourth system would
     run another small replica: +5 USD revenue - 1 USD cost = 4 USD, the inventory row's shadow
     price."""
-    base = tiny_tables(0)
-    one = np.array([0], dtype=np.int64)
-    two = np.array([0, 0], dtype=np.int64)
-    periods = 3
-    demand = replace(
-        base.demand,
-        family_ids=("fam",),
-        tier_ids=("standard",),
-        variant_ids=("main",),
-        offers=replace(
-            base.demand.offers,
-            family=one,
-            tier=one,
-            variant=one,
-            multiplier=np.array([1.0]),
-            usd_per_output_token=np.full((1, periods), 1.0 / 3600.0),
-        ),
-        combo_family=one,
-        combo_offer=np.zeros((1, 1), dtype=np.int64),
-        tokens_per_s=np.array([[[30.0, 0.0, 0.0]]]),
-        reference_combo=one,
-        window_periods=np.array([1], dtype=np.int64),
-        unserved_penalty_usd_per_output_token=np.zeros(1),
-    )
-    tables = replace(
-        base,
-        demand=demand,
-        inventory=replace(
-            base.inventory,
-            pool_ids=("b200-east",),
-            systems_available=np.full((1, periods), 3, dtype=np.int64),
-            usd_per_system_hour=np.array([1.0]),
-        ),
-        candidates=replace(
-            base.candidates,
-            pool=two,
-            family=two,
-            tier=two,
-            variant=two,
-            systems_per_replica=np.array([2, 1], dtype=np.int64),
-            tokens_per_s_per_replica=np.array([[20.0] * periods, [5.0] * periods]),
-            max_replicas=np.array([1, 3], dtype=np.int64),
-        ),
+    tables = _one_product(
+        [30.0, 0.0, 0.0],
+        pool="b200-east",
+        systems=3,
+        usd_per_system_hour=1.0,
+        candidates=[(2, 20.0, 1), (1, 5.0, 3)],
     )
     result = solve(tables, SolveOptions(gap_target=1e-9))
     assert result.status is SolveStatus.OPTIMAL
@@ -164,53 +183,14 @@ def test_binding_demand_carries_price_minus_marginal_cost() -> None:
     (one replica, 12 USD - 2 USD); in the hour LP a token/s more costs 2/20 = 0.1 USD of replica,
     so the demand row's shadow price is 1 - 0.1 = 0.9 USD per token/s-hour. The served column's
     bound equals the demand here (one combo), the degenerate case that once priced it at 0."""
-    base = tiny_tables(0)
-    one = np.array([0], dtype=np.int64)
-    periods = 2
-    tables = replace(
-        base,
-        demand=replace(
-            base.demand,
-            family_ids=("fam",),
-            tier_ids=("fast",),
-            variant_ids=("main",),
-            offers=replace(
-                base.demand.offers,
-                family=one,
-                tier=one,
-                variant=one,
-                multiplier=np.array([1.0]),
-                usd_per_output_token=np.full((1, periods), 1.0 / 3600.0),
-            ),
-            combo_family=one,
-            combo_offer=np.zeros((1, 1), dtype=np.int64),
-            tokens_per_s=np.array([[[12.0, 0.0]]]),
-            reference_combo=one,
-            window_periods=np.array([1], dtype=np.int64),
-            unserved_penalty_usd_per_output_token=np.zeros(1),
-        ),
-        inventory=replace(
-            base.inventory,
-            pool_ids=("cs3-west",),
-            systems_available=np.full((1, periods), 4, dtype=np.int64),
-            usd_per_system_hour=np.array([2.0]),
-        ),
-        candidates=replace(
-            base.candidates,
-            pool=one,
-            family=one,
-            tier=one,
-            variant=one,
-            systems_per_replica=np.array([1], dtype=np.int64),
-            tokens_per_s_per_replica=np.array([[20.0] * periods]),
-            max_replicas=np.array([4], dtype=np.int64),
-        ),
+    tables = _one_product(
+        [12.0, 0.0], pool="cs3-west", systems=4, usd_per_system_hour=2.0, candidates=[(1, 20.0, 4)]
     )
     result = solve(tables, SolveOptions(gap_target=1e-9))
     assert result.status is SolveStatus.OPTIMAL
     assert result.objective_usd == pytest.approx(12.0 - 2.0)
     demand = {b.key: b.shadow_price_usd for b in result.binding if b.kind == "demand"}
-    assert demand == {"family=fam,tier=fast,period=0": pytest.approx(0.9)}
+    assert demand == {"family=fam,tier=standard,period=0": pytest.approx(0.9)}
 
 
 def test_rounding_within_reconfiguration_keeps_the_limit() -> None:
