@@ -18,6 +18,7 @@ period (rate x seconds), money is USD over the period.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 
 import polars as pl
@@ -256,21 +257,25 @@ def _assignments(plan: Plan, clock: _Clock) -> pl.DataFrame:
     return frame.sort(["period", "family", "tier", "pool"], nulls_last=True)
 
 
+def _frame_of(
+    items: Sequence[object], columns: dict[str, tuple[str, type[pl.DataType]]]
+) -> pl.DataFrame:
+    """A frame of plan records: column name -> (record attribute, dtype)."""
+    return pl.DataFrame(
+        {name: [getattr(i, attr) for i in items] for name, (attr, _) in columns.items()},
+        schema={name: dtype for name, (_, dtype) in columns.items()},
+    )
+
+
 def _pools(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFrame:
-    usage = pl.DataFrame(
+    usage = _frame_of(
+        plan.pool_usage,
         {
-            "period": [u.period for u in plan.pool_usage],
-            "pool": [u.pool for u in plan.pool_usage],
-            "systems_available": [u.systems_available for u in plan.pool_usage],
-            "systems_used": [u.systems_used for u in plan.pool_usage],
-            "cost_usd": [u.cost_usd for u in plan.pool_usage],
-        },
-        schema={
-            "period": pl.Int32,
-            "pool": pl.String,
-            "systems_available": pl.Int64,
-            "systems_used": pl.Int64,
-            "cost_usd": pl.Float64,
+            "period": ("period", pl.Int32),
+            "pool": ("pool", pl.String),
+            "systems_available": ("systems_available", pl.Int64),
+            "systems_used": ("systems_used", pl.Int64),
+            "cost_usd": ("cost_usd", pl.Float64),
         },
     )
     served = (
@@ -374,24 +379,16 @@ def _products(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFr
             pl.col("cost_usd").sum(),
         )
     )
-    prices = pl.DataFrame(
+    prices = _frame_of(
+        plan.prices,
         {
-            "family": [p.family for p in plan.prices],
-            "tier": [p.tier for p in plan.prices],
-            "variant": [p.variant for p in plan.prices],
-            "price_multiplier": [p.multiplier for p in plan.prices],
-            "reference_multiplier": [p.reference_multiplier for p in plan.prices],
-            "usd_per_m_input_tokens": [p.usd_per_m_input_tokens for p in plan.prices],
-            "usd_per_m_output_tokens": [p.usd_per_m_output_tokens for p in plan.prices],
-        },
-        schema={
-            "family": pl.String,
-            "tier": pl.String,
-            "variant": pl.String,
-            "price_multiplier": pl.Float64,
-            "reference_multiplier": pl.Float64,
-            "usd_per_m_input_tokens": pl.Float64,
-            "usd_per_m_output_tokens": pl.Float64,
+            "family": ("family", pl.String),
+            "tier": ("tier", pl.String),
+            "variant": ("variant", pl.String),
+            "price_multiplier": ("multiplier", pl.Float64),
+            "reference_multiplier": ("reference_multiplier", pl.Float64),
+            "usd_per_m_input_tokens": ("usd_per_m_input_tokens", pl.Float64),
+            "usd_per_m_output_tokens": ("usd_per_m_output_tokens", pl.Float64),
         },
     )
     out = (
