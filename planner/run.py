@@ -21,6 +21,7 @@ from planner.plan import Plan
 from planner.scenario import Scenario
 from planner.scenario_check import decode_scenario, load_scenario
 from planner.solution import ProgressCallback, SolveOptions, SolveResult
+from planner.solve import solve
 from planner.tables import PlanningTables
 
 Solver = Callable[[PlanningTables, SolveOptions, ProgressCallback | None], SolveResult]
@@ -53,7 +54,6 @@ def plan_scenario(
     built = build(scenario, catalog, arrays)
     if built.tables is None:
         return infeasible_plan(built)
-    if solver is None:
-        from planner.solve import solve as solver
-    result = solver(built.tables, solve_options(scenario, time_limit_s), progress)
+    run = solve if solver is None else solver
+    result = run(built.tables, solve_options(scenario, time_limit_s), progress)
     return assemble_plan(built, result)
