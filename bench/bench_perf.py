@@ -3,9 +3,10 @@
     python bench/bench_perf.py [--rows 1000000] [--repeat 3]
 
 Rows mix every catalog model and system, layouts (valid and not), precisions, batch sizes,
-sequence lengths and speculative options; the ids are resolved once (``make_configs``), then
-``estimate`` runs. Prints the best wall time of ``--repeat`` runs and rows per second. Target:
-<= 2 s for 1,000,000 rows (the planner evaluates grids of this size per scenario).
+sequence lengths, cached prefixes and speculative options; the ids are resolved once
+(``make_configs``), then ``estimate`` runs. Prints the best wall time of ``--repeat`` runs and
+rows per second. Target: <= 2 s for 1,000,000 rows (the planner evaluates grids of this size per
+scenario).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def random_configs(n: int, n_models: int, n_systems: int, seed: int = 0) -> Conf
     rng = np.random.default_rng(seed)
     pow2 = np.array([1, 2, 4, 8])
     k = rng.choice([0, 0, 0, 2, 3, 4], n)
+    isl = rng.choice(np.array([128, 1024, 4096, 32768]), n)
     return Configs(
         model=rng.integers(0, n_models, n),
         system=rng.integers(0, n_systems, n),
@@ -39,7 +41,8 @@ def random_configs(n: int, n_models: int, n_systems: int, seed: int = 0) -> Conf
         weight_precision=rng.integers(0, len(PRECISIONS), n),
         kv_precision=rng.choice(np.array([0, 1]), n),
         batch=rng.choice(2 ** np.arange(11), n),
-        isl=rng.choice(np.array([128, 1024, 4096, 32768]), n),
+        isl=isl,
+        prefix_cached_tokens=(isl * rng.choice(np.array([0.0, 0.0, 0.5, 0.9]), n)).astype(np.int64),
         osl=rng.choice(np.array([64, 256, 1024, 4096]), n),
         spec_draft_tokens=k,
         spec_acceptance=np.where(k > 0, rng.uniform(0.5, 0.9, n), 0.0),

@@ -5,8 +5,9 @@ Steps:
    systems usable through all its hours (the minimum), floored. Cost per system-hour: the pool's
    override, else the catalog system's price, else devices x the accelerator's price.
 2. Performance: each (variant model, pool system, family token profile) is estimated once over
-   the scenario's search grid (``fleet.perf.grid.evaluate_grid``); prefill sees the effective
-   input length isl x (1 - prefix-cache hit rate).
+   the scenario's search grid (``fleet.perf.grid.evaluate_grid``) at the full input length, of
+   which round(isl x prefix-cache hit rate) tokens are cached: their prefill is skipped, their KV
+   is still held and read by every stream.
 3. SLO filter per (family, tier, variant, pool) (``planner.candidates.eligible``). A sold tier
    that no variant can serve on any pool gets a planner's sentence (``planner.reasons``); with
    ``allow_unserved_tiers`` false the scenario is infeasible by construction and nothing is solved.
@@ -36,7 +37,7 @@ from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
 from planner.candidates import Columns, Pruned, Slo, eligible, prune
 from planner.demand import DemandInfo, build_demand, offer_speed
 from planner.reasons import GroupTrace, Reason, unserved_reason
-from planner.scenario import HOURS_PER_WEEK, Pool, Scenario
+from planner.scenario import HOURS_PER_WEEK, FamilyDemand, Pool, Scenario
 from planner.scenario_check import check_catalog, family_variants, horizon_hours
 from planner.tables import Candidates, Demand, Inventory, PlanningTables
 
@@ -115,13 +116,24 @@ def _packing(est: Estimate, rows: IntArray, devices_per_system: int) -> IntArray
     return np.where(devices < devices_per_system, devices_per_system // devices, 1).astype(np.int64)
 
 
+GridKey = tuple[str, str, int, int, int]
+"""(model, system, isl, prefix-cached tokens, osl): one evaluated search grid."""
+
+
+def token_profile(d: FamilyDemand) -> tuple[int, int]:
+    """(isl, prefix-cached tokens) of a demand entry: the whole mean prompt, and the share of it
+    the prefix cache supplies (rounded, below isl)."""
+    isl = max(1, round(d.mean_input_tokens))
+    return isl, min(isl - 1, round(isl * d.prefix_cache_hit_rate))
+
+
 @dataclass(frozen=True, slots=True)
 class _Group:
     family: int
     tier: int
     model: str
     pool: int
-    key: tuple[str, str, int, int]
+    key: GridKey
     rows: IntArray
     slo: Slo
 
@@ -132,7 +144,7 @@ class Screen:
     and the reasons for sold tiers that none can serve. Cheap next to the whole build (no demand,
     no queueing), so the API runs it when a request arrives."""
 
-    estimates: dict[tuple[str, str, int, int], tuple[Configs, Estimate]]
+    estimates: dict[GridKey, tuple[Configs, Estimate]]
     groups: tuple[_Group, ...]
     unservable: frozenset[tuple[int, int, str]]
     reasons: tuple[Reason, ...]
@@ -143,7 +155,7 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
     each tier's SLOs and each pool's size (``pool_max``: most systems of each pool in a period)."""
     demand_of = {d.family: d for d in s.demand}
     search = s.options.search
-    estimates: dict[tuple[str, str, int, int], tuple[Configs, Estimate]] = {}
+    estimates: dict[GridKey, tuple[Configs, Estimate]] = {}
     groups: list[_Group] = []
     traces: dict[tuple[int, int, str], GroupTrace] = {}
     promise = {
@@ -153,7 +165,7 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
     }
     for f, fam in enumerate(s.families):
         d = demand_of[fam.id]
-        isl = max(1, round(d.mean_input_tokens * (1.0 - d.prefix_cache_hit_rate)))
+        isl, cached = token_profile(d)
         osl = max(1, round(d.mean_output_tokens))
         for k, tier in enumerate(s.tiers):
             if tier.id not in d.choice.reference_shares:
@@ -166,7 +178,7 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
                 )
                 trace = traces.setdefault((f, k, model), GroupTrace())
                 for p, pool in enumerate(s.fleet.pools):
-                    key = (model, pool.system, isl, osl)
+                    key = (model, pool.system, isl, cached, osl)
                     if key not in estimates:
                         estimates[key] = evaluate_grid(
                             catalog,
@@ -177,6 +189,7 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
                             precisions=search.precisions,
                             isl=isl,
                             osl=osl,
+                            prefix_cached_tokens=cached,
                             spec=tuple((o.draft_tokens, o.acceptance) for o in search.speculative),
                         )
                     configs, est = estimates[key]
@@ -247,7 +260,7 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     pruned: dict[tuple[object, ...], Pruned] = {}
     for g in groups:
         configs, est = estimates[g.key]
-        osl = float(g.key[3])
+        osl = float(g.key[4])
         devices_per_system = catalog.system(g.key[1]).devices_per_system
         pack = _packing(est, g.rows, devices_per_system)
         cols = Columns(

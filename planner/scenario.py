@@ -215,8 +215,8 @@ class FamilyDemand(Frozen, kw_only=True):
     mean_input_tokens: PositiveFloat
     mean_output_tokens: PositiveFloat
     prefix_cache_hit_rate: Annotated[float, Meta(ge=0, lt=1)] = 0.0
-    """Fraction of input tokens served from the prefix cache: they need no prefill compute
-    (still billed at the input price)."""
+    """Fraction of input tokens served from the prefix cache: they need no prefill compute, but
+    their KV is still held and read by every stream (still billed at the input price)."""
     choice: ChoiceModel
 
     @property

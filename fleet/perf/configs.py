@@ -7,7 +7,8 @@ into their default system (``Catalog.default_system``); pass ``system`` to pick 
 names are ``fleet.catalog.PRECISIONS``; the KV-cache precision defaults per row to
 ``default_kv_precision``. Unknown ids and precision names raise ``InputError`` (via
 ``UnknownIdError``) naming the field; layout validity is *not* checked here — ``estimate`` reports
-it per row as a ``Problem`` code.
+it per row as a ``Problem`` code. ``isl`` counts the whole prompt; ``prefix_cached_tokens``
+(default 0) is the part of it whose KV the prefix cache supplies (prefill skipped, KV held).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def make_configs(
     batch: NumLike = 1,
     isl: NumLike = 1024,
     osl: NumLike = 256,
+    prefix_cached_tokens: NumLike = 0,
     spec_draft_tokens: NumLike = 0,
     spec_acceptance: NumLike = 0.0,
 ) -> Configs:
@@ -99,11 +101,12 @@ def make_configs(
         _ints("osl", osl),
         _ints("spec_draft_tokens", spec_draft_tokens),
         np.asarray(spec_acceptance, dtype=np.float64),
+        _ints("prefix_cached_tokens", prefix_cached_tokens),
         *([] if kv_precision is None else [resolve("kv precision", kv_precision, PRECISIONS)]),
     )
     flat = [np.ascontiguousarray(p).reshape(-1) for p in parts]
-    m, s, w, t, p, d, e, b, i, o, k, a = flat[:12]
-    kv = flat[12] if kv_precision is not None else default_kv_precision(catalog, s, w)
+    m, s, w, t, p, d, e, b, i, o, k, a, cached = flat[:13]
+    kv = flat[13] if kv_precision is not None else default_kv_precision(catalog, s, w)
     return Configs(
         model=m.astype(np.int64),
         system=s.astype(np.int64),
@@ -115,6 +118,7 @@ def make_configs(
         kv_precision=kv.astype(np.int64),
         batch=b,
         isl=i,
+        prefix_cached_tokens=cached,
         osl=o,
         spec_draft_tokens=k,
         spec_acceptance=a.astype(np.float64),

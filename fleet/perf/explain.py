@@ -61,6 +61,8 @@ def _bad_layout(model: Model, configs: Configs, i: int, tp: int, pp: int, dp: in
         return "layout: tp, pp, dp and ep must be >= 1"
     if configs.batch[i] < 1 or configs.isl[i] < 1 or configs.osl[i] < 1:
         return "batch, isl and osl must be >= 1"
+    if not 0 <= configs.prefix_cached_tokens[i] < configs.isl[i]:
+        return "prefix_cached_tokens: must be >= 0 and below isl"
     if configs.spec_draft_tokens[i] < 0 or not 0 <= configs.spec_acceptance[i] <= 1:
         return "speculative decoding: draft tokens must be >= 0 and acceptance in [0, 1]"
     if model.num_attention_heads % tp:

@@ -8,6 +8,7 @@ Usage (the planner's loop, per (model, system)):
         catalog, arrays, "deepseek-r1", "hgx-h200-8",
         batches=(1, 4, 16, 64, 256), precisions=("fp8", "fp4"),
         isl=2048, osl=512, spec=((0, 0.0), (3, 0.7)),
+        prefix_cached_tokens=512,                        # optional, default 0
     )
     ok = est.fits                                        # drop rows that do not fit
     est.tokens_per_s_per_user, est.tokens_per_s_per_replica, est.request_s,
@@ -146,6 +147,7 @@ def grid_configs(
     osl: int,
     spec: Sequence[tuple[int, float]] = ((0, 0.0),),
     kv_precision: str | None = None,
+    prefix_cached_tokens: int = 0,
     layout: Layouts | None = None,
 ) -> Configs:
     """The cross product layouts x precisions x batches x spec options as ``Configs``."""
@@ -176,6 +178,7 @@ def grid_configs(
         batch=np.asarray(batches, dtype=np.int64)[bi],
         isl=isl,
         osl=osl,
+        prefix_cached_tokens=prefix_cached_tokens,
         spec_draft_tokens=spec_k[si],
         spec_acceptance=spec_a[si],
     )
@@ -193,6 +196,7 @@ def evaluate_grid(
     osl: int,
     spec: Sequence[tuple[int, float]] = ((0, 0.0),),
     kv_precision: str | None = None,
+    prefix_cached_tokens: int = 0,
 ) -> tuple[Configs, Estimate]:
     """``grid_configs`` evaluated; rows with an invalid layout or precision are dropped."""
     configs = grid_configs(
@@ -205,6 +209,7 @@ def evaluate_grid(
         osl=osl,
         spec=spec,
         kv_precision=kv_precision,
+        prefix_cached_tokens=prefix_cached_tokens,
     )
     est = estimate(arrays, configs)
     keep = (est.problem == Problem.OK) | (est.problem == Problem.DOES_NOT_FIT)

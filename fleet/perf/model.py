@@ -3,10 +3,11 @@
 Per configuration (docs/performance-model.md has the derivations):
 
 1. Validity -> ``Problem``: heads divisible by tp (GQA KV heads divisible by tp or dividing it),
-   ep dividing the experts and the tp x dp devices of a stage, pp <= layers, positive sizes ->
-   BAD_LAYOUT; tp x dp beyond the system's scale-up domain -> OVER_SCALE_UP (pipeline stages may
-   span systems); weight precision neither native nor weight-only, or KV precision not native ->
-   PRECISION_UNSUPPORTED; memory over the usable capacity -> DOES_NOT_FIT (``fleet.perf.memory``).
+   ep dividing the experts and the tp x dp devices of a stage, pp <= layers, positive sizes,
+   0 <= prefix-cached tokens < isl -> BAD_LAYOUT; tp x dp beyond the system's scale-up domain
+   -> OVER_SCALE_UP (pipeline stages may span systems); weight precision neither native nor
+   weight-only, or KV precision not native -> PRECISION_UNSUPPORTED; memory over the usable
+   capacity -> DOES_NOT_FIT (``fleet.perf.memory``).
 2. One pipeline-stage step carries a micro-batch of batch / pp streams, each verifying k + 1
    tokens (k = speculative draft length). Per device:
    memory s  = (weights touched + LM head + KV read at mean context isl + osl/2) / (bw x f_bw),
@@ -20,12 +21,18 @@ Per configuration (docs/performance-model.md has the derivations):
    the pp micro-batches keep every stage busy, so pp adds stages, not speed) + pp hops when pp > 1
    + the fixed step overhead (per step and per layer) + the draft cost.
 4. Aggregated serving (``tpot_s``): each decode step also carries the prefills of the requests
-   that replace finished ones: batch x accepted / osl prefills of isl tokens per step, fused into
-   the step (chunked prefill: their FLOPs add to compute, their weight reads are shared).
+   that replace finished ones: batch x accepted / osl prefills of isl - cached tokens per step,
+   fused into the step (chunked prefill: their FLOPs add to compute, their weight reads are
+   shared).
    TPOT = that step / accepted tokens per step, (1 - a^(k+1)) / (1 - a).
-5. Prefill alone (``prefill_s``) is the same stage model at isl tokens; TTFT floor = prefill + one
-   decode step; a request holds its batch slot for ``request_s`` = TTFT floor + (osl - 1) x TPOT, so
-   tokens/s per replica = batch x osl / request_s (the closed-loop throughput of a full batch).
+5. Prefill alone (``prefill_s``) is the same stage model at the isl - cached uncached tokens;
+   TTFT floor = prefill + one decode step; a request holds its batch slot for ``request_s`` =
+   TTFT floor + (osl - 1) x TPOT, so tokens/s per replica = batch x osl / request_s (the
+   closed-loop throughput of a full batch).
+
+Prefix caching (``prefix_cached_tokens``) only removes prefill work: the cached prefix's KV is
+held per stream and read every decode step like the rest of the prompt (memory, max batch and the
+decode step use the full isl), and the uncached tokens' attention still spans the whole context.
 
 Speculative decoding assumes an EAGLE/MTP-style draft head: one decoder layer of the target's width
 plus the target's LM head, run k times per step (``draft_s``); see docs/performance-model.md.
@@ -75,6 +82,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     tp, pp, dp, ep = (np.maximum(x, 1).astype(f) for x in (c.tp, c.pp, c.dp, c.ep))
     batch = np.maximum(c.batch, 1).astype(f)
     isl = np.maximum(c.isl, 1).astype(f)
+    cached = np.clip(c.prefix_cached_tokens, 0, np.maximum(c.isl - 1, 0)).astype(f)
+    fresh = isl - cached  # prompt tokens that are prefilled
     osl = np.maximum(c.osl, 1).astype(f)
     k_draft = np.maximum(c.spec_draft_tokens, 0).astype(f)
     accept = np.clip(c.spec_acceptance, 0.0, 1.0)
@@ -93,6 +102,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     stage_devices_i = ctp * np.maximum(c.dp, 1)
     bad = (c.tp < 1) | (c.pp < 1) | (c.dp < 1) | (c.ep < 1) | (c.batch < 1)
     bad |= (c.isl < 1) | (c.osl < 1) | (c.spec_draft_tokens < 0)
+    bad |= (c.prefix_cached_tokens < 0) | (c.prefix_cached_tokens >= c.isl)
     bad |= (c.spec_acceptance < 0) | (c.spec_acceptance > 1)
     bad |= heads % ctp != 0
     bad |= (mla == 0) & (kv_heads % ctp != 0) & (ctp % kv_heads != 0)
@@ -174,7 +184,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     active_experts = experts * M.active_expert_fraction[m]
     attn_per_ctx = M.attention_flops_per_token_ctx_layer[m] / tp
     ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_t, sliding_t, window)
-    ctx_prefill = kv_tokens_held(0.5 * isl, full_t, sliding_t, window)
+    # mean context of a prefilled token: after the cached prefix, half-way through the rest
+    ctx_prefill = kv_tokens_held(cached + 0.5 * fresh, full_t, sliding_t, window)
     kv_read_per_stream = kv_per_layer_token * ctx_decode
 
     def stage(decode_tokens: FloatArray, prefill_tokens: FloatArray, streams: FloatArray):
@@ -227,14 +238,14 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     )
 
     # (4) aggregated serving: prefills of replacement requests ride in every step
-    prefill_tokens = micro * accepted * isl / osl
+    prefill_tokens = micro * accepted * fresh / osl
     comp_a, mem_a, comm_a, hops_a = stage(micro * verify, prefill_tokens, micro)
     agg_step = pp * (_roof(comp_a, mem_a) + comm_a) + hops_a + overhead + draft_s
     tpot = agg_step / accepted
 
     # (5) prefill of one request alone, TTFT floor, slot time, throughput
     one = np.ones_like(micro)
-    comp_p, mem_p, comm_p, hops_p = stage(zero, isl, one)
+    comp_p, mem_p, comm_p, hops_p = stage(zero, fresh, one)
     prefill_s = pp * (_roof(comp_p, mem_p) + comm_p) + hops_p + overhead
     ttft = prefill_s + step_s
     request_s = ttft + (osl - 1.0) * tpot

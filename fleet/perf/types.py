@@ -32,7 +32,8 @@ class Problem(IntEnum):
 
     OK = 0
     BAD_LAYOUT = 1
-    """tp does not divide the heads, ep does not divide the experts, and the like."""
+    """tp does not divide the heads, ep does not divide the experts, a cached prefix not shorter
+    than the prompt, and the like."""
     OVER_SCALE_UP = 2
     """tp x ep (x dp for attention data parallel) exceeds the system's scale-up domain."""
     PRECISION_UNSUPPORTED = 3
@@ -58,6 +59,10 @@ class Configs:
     kv_precision: IntArray
     batch: IntArray
     isl: IntArray
+    """Prompt tokens per request, cached prefix included."""
+    prefix_cached_tokens: IntArray
+    """Prompt tokens whose KV comes from the prefix cache: their prefill is skipped, their KV is
+    held and read like any other (0 <= cached < isl)."""
     osl: IntArray
     spec_draft_tokens: IntArray
     """Speculative decoding draft length k; 0 = off."""
@@ -105,7 +110,8 @@ class Estimate:
     tokens_per_s_per_replica: FloatArray
     tokens_per_s_per_device: FloatArray
     prefill_s: FloatArray
-    """Prefill of one request of ``isl`` tokens alone on the replica."""
+    """Prefill of one request's uncached ``isl - prefix_cached_tokens`` tokens alone on the
+    replica."""
     ttft_floor_s: FloatArray
     """Time to first token with no queueing: prefill + one decode step."""
     request_s: FloatArray

@@ -22,6 +22,7 @@ from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.frontier import pareto_mask
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import FloatArray
+from planner.build import token_profile
 from planner.plan import Plan
 from planner.scenario import Scenario
 
@@ -47,6 +48,7 @@ class Curve:
     model: str
     system: str
     isl: int
+    """Whole prompt, prefix-cached tokens included."""
     osl: int
     served_output_tokens_per_s: float
     """Mean over the horizon of what the plan serves with this (model, system)."""
@@ -90,7 +92,7 @@ def operating_curves(
     curves = []
     for family, model, system in busiest:
         d = demand_of[family]
-        isl = max(1, round(d.mean_input_tokens * (1.0 - d.prefix_cache_hit_rate)))
+        isl, cached = token_profile(d)
         osl = max(1, round(d.mean_output_tokens))
         configs, est = evaluate_grid(
             catalog,
@@ -101,6 +103,7 @@ def operating_curves(
             precisions=search.precisions,
             isl=isl,
             osl=osl,
+            prefix_cached_tokens=cached,
             spec=tuple((o.draft_tokens, o.acceptance) for o in search.speculative),
         )
         fits = np.flatnonzero(est.fits)

@@ -37,6 +37,7 @@ def _configs(n: int, **columns: np.ndarray) -> Configs:
     base["weight_precision"] = np.ones(n, dtype=np.int64)  # fp8
     base["spec_draft_tokens"] = np.zeros(n, dtype=np.int64)
     base["spec_acceptance"] = np.zeros(n)
+    base["prefix_cached_tokens"] = np.zeros(n, dtype=np.int64)
     base.update(columns)
     return Configs(**base)
 
