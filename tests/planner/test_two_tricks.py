@@ -100,7 +100,7 @@ def test_the_distilled_model_fills_several_wafers_at_its_quality(one_day, catalo
     assert (variant, multiplier, pools) == (DISTILLED, 3.0, {SRAM_POOL})
     fast = [a for a in plan.assignments if a.tier == "fast"]
     assert all(a.tokens_per_s_per_user >= 1000 and a.ttft_ms <= 400 for a in fast)
-    # The fast tier's peak needs several wafers (5 of the 6 on this Monday): the pool size is a
+    # The fast tier's peak needs several wafers (all 6 on this Monday): the pool size is a
     # real constraint (test_the_smallest_sram_pool_for_the_distillate_is_two_wafers).
     wafers = next(p.count for p in one_day.fleet.pools if p.id == SRAM_POOL)
     assert 4 <= _peak_systems(plan, SRAM_POOL, "fast") <= wafers
