@@ -13,10 +13,11 @@ import pytest
 from planner.assemble import assemble_plan
 from planner.build import build, build_inventory
 from planner.plan import Plan
-from planner.run import plan_scenario
+from planner.run import load_scenario, plan_scenario
 from planner.scenario_check import decode_scenario
 from planner.solution import SolveResult, SolveStatus
 from planner.tables import PlanningTables
+from tests.planner.conftest import SCENARIOS
 
 
 def _scenario(tiny_with, edit=None):
@@ -230,6 +231,20 @@ def test_rationed_tier_meets_its_ttft_slo(micro, catalog, arrays) -> None:
     for a in plan.assignments:
         if (a.tier, a.period) in rationed:
             assert a.ttft_ms <= {"standard": 2000, "fast": 500}[a.tier]
+
+
+def test_a_plan_warns_when_an_assignment_misses_its_ttft_slo(micro, catalog, arrays) -> None:
+    """Until the headroom follows the served load, the plan says where the reported TTFT misses
+    the SLO (the rationed busy hour above), and says nothing when every assignment meets it."""
+    built = build(micro, catalog, arrays)
+    plan = assemble_plan(built, brute_force(built.tables))
+    late = [a for a in plan.assignments if a.ttft_ms > {"standard": 2000, "fast": 500}[a.tier]]
+    warned = [w for w in plan.warnings if "TTFT above" in w]
+    assert late and len(warned) == len({a.tier for a in late})
+    assert f"{len(late)} standard assignment(s) report p99 TTFT above the 2000 ms SLO" in warned[0]
+    tiny = plan_scenario(load_scenario(SCENARIOS / "tiny.toml"), catalog, arrays=arrays)
+    assert not [w for w in tiny.warnings if "TTFT above" in w]
+    assert all(a.ttft_ms <= {"standard": 2000, "fast": 500}[a.tier] for a in tiny.assignments)
 
 
 def test_the_solver_reaches_the_brute_force_optimum(micro, catalog, arrays) -> None:
