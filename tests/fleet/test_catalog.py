@@ -34,11 +34,6 @@ SRAM_ACCELERATORS = {"wse3", "groq-lpu"}
 MLA_MODELS = {"deepseek-v3", "deepseek-r1", "kimi-k2.5", "glm-5"}
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return load_catalog()
-
-
 def _numeric_paths(value: Frozen, prefix: str = "") -> Iterator[str]:
     """Dotted paths of every numeric field that is set, recursing into nested tables."""
     for field in msgspec.structs.fields(value):

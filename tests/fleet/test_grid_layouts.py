@@ -9,21 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleet.catalog import Catalog, load_catalog
-from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.grid import evaluate_grid, layouts
 
 SEARCH = ("bf16", "fp8", "fp4")
-
-
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def arrays(catalog: Catalog) -> CatalogArrays:
-    return build_arrays(catalog)
 
 
 def _rows(lay) -> set[tuple[int, int, int, int]]:

@@ -5,22 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleet.catalog import Catalog, load_catalog
-from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.catalog import Catalog
+from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
 from fleet.perf.grid import layouts
 from fleet.perf.model import estimate
 from fleet.perf.types import Bound, Problem
-
-
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def arrays(catalog: Catalog) -> CatalogArrays:
-    return build_arrays(catalog)
 
 
 def ideal(arrays: CatalogArrays, accelerator: str) -> CatalogArrays:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleet.catalog import Catalog, load_catalog
-from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.catalog import Catalog
+from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
 from fleet.perf.explain import describe_problem
 from fleet.perf.grid import evaluate_grid
@@ -22,19 +22,7 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def catalog() -> Catalog:
-    return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def arrays(catalog: Catalog) -> CatalogArrays:
-    return build_arrays(catalog)
-
-
-def _est(
-    catalog: Catalog, arrays: CatalogArrays, case: tuple, isl: int, cached: int
-) -> Estimate:
+def _est(catalog: Catalog, arrays: CatalogArrays, case: tuple, isl: int, cached: int) -> Estimate:
     model, acc, precision, tp, batch = case
     configs = make_configs(
         catalog,

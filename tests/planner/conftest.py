@@ -11,20 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from fleet.catalog.load import Catalog, load_catalog
-from fleet.perf import CatalogArrays, build_arrays
-
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
-
-
-@pytest.fixture(scope="session")
-def catalog() -> Catalog:
-    return load_catalog()
-
-
-@pytest.fixture(scope="session")
-def arrays(catalog: Catalog) -> CatalogArrays:
-    return build_arrays(catalog)
 
 
 @pytest.fixture(scope="session")
