@@ -14,6 +14,8 @@ errors, ...)                                    unknown accelerator/model ids, t
                                                 an SLO no configuration can meet
 ``litestar`` validation of a query     400     malformed parameters (``?wait=soon``)
 or path parameter
+``BadBody``: a JSON body that is not   400     invalid UTF-8, nested too deeply, malformed,
+JSON, or was cut short                          the client left before sending all of it
 ``NotFound``                           404     no plan, report table or route by that name
 ``RequestEntityTooLarge``              413     body over ``Settings.max_body_bytes``
 ``QueueFull``                          503     the plan queue is full; ``Retry-After`` says when
@@ -67,6 +69,14 @@ class ParameterError(InputError):
         self.field = field
 
 
+class BadBody(Exception):
+    """A request body that cannot be read or is not JSON (``api.request``); field ``$``."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"$: {problem}")
+        self.detail = f"$: {problem}"
+
+
 class NotFound(Exception):
     def __init__(self, detail: str, field: str | None = None) -> None:
         super().__init__(detail)
@@ -101,6 +111,14 @@ def _on_input_error(_: Request[Any, Any, Any], err: InputError) -> Response[Erro
     return _respond(input_error_body(err))
 
 
+def _on_bad_body(_: Request[Any, Any, Any], err: BadBody) -> Response[ErrorBody]:
+    return _respond(
+        ErrorBody(
+            status_code=HTTP_400_BAD_REQUEST, error="bad_request", detail=err.detail, field="$"
+        )
+    )
+
+
 def _on_not_found(_: Request[Any, Any, Any], err: NotFound) -> Response[ErrorBody]:
     return _respond(
         ErrorBody(
@@ -122,6 +140,8 @@ def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Respo
     field = first.get("key")
     message = str(first.get("message") or err.detail)
     if field is not None and first.get("source") == "body":
+        if field == "data" and message == "'data'":  # Litestar's KeyError: no body at all
+            message = "empty body; expected a JSON object"
         field = "$" if field == "data" else f"$.{field}"
         if unknown := _UNKNOWN_FIELD.match(message):
             field, message = f"{field}.{unknown.group(1)}", "unknown field"
@@ -134,6 +154,8 @@ def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Respo
 def _on_http(request: Request[Any, Any, Any], err: HTTPException) -> Response[ErrorBody]:
     kinds = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
     detail = err.detail
+    if err.status_code >= 500:
+        log.error("%s %s: %d %s", request.method, request.url.path, err.status_code, detail)
     if err.status_code == 413:
         limit = request.route_handler.resolve_request_max_body_size()
         detail = f"request body over the limit of {limit} bytes"
@@ -158,6 +180,7 @@ def _on_bug(request: Request[Any, Any, Any], err: Exception) -> Response[ErrorBo
 
 EXCEPTION_HANDLERS: Mapping[type[Exception], Callable[..., Response[ErrorBody]]] = {
     InputError: _on_input_error,
+    BadBody: _on_bad_body,
     NotFound: _on_not_found,
     QueueFull: _on_queue_full,
     ValidationException: _on_validation,

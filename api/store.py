@@ -42,6 +42,9 @@ class PlanStatus(StrEnum):
 
 FINISHED = (PlanStatus.DONE, PlanStatus.FAILED, PlanStatus.CANCELLED)
 
+SEQ_MAX = 2**63 - 1
+"""Largest ``seq`` (SQLite's INTEGER is a signed 64-bit number): the bound of a page cursor."""
+
 
 class FailureKind(StrEnum):
     INPUT = "input"

@@ -93,6 +93,14 @@ def decode_scenario(data: bytes | str, format: Format = "toml") -> Scenario:
         raise _field_error(err) from None
     except msgspec.DecodeError as err:
         raise InputError(f"$: not valid {format.upper()}: {err}") from None
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"$: not valid {format.upper()}: invalid UTF-8 at byte {err.start}"
+        ) from None
+    except RecursionError:
+        raise InputError(
+            f"$: not valid {format.upper()}: nested too deeply for the decoder"
+        ) from None
     check_scenario(scenario)
     return scenario
 
