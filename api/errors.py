@@ -20,6 +20,8 @@ JSON, or was cut short                          the client left before sending a
 ``RequestEntityTooLarge``              413     body over ``Settings.max_body_bytes``
 ``QueueFull``                          503     the plan queue is full; ``Retry-After`` says when
                                                 to try again
+``StoreError``, ``sqlite3.Error``      503     the SQLite file is corrupt, unwritable or busy
+                                                (``/health`` says the same); logged
 anything else                          500     a bug; logged with its traceback
 =====================================  ======  ==================================================
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -42,6 +45,7 @@ from litestar.status_codes import (
 )
 from msgspec import Struct
 
+from api.store import StoreError, store_error
 from fleet.errors import InputError
 
 log = logging.getLogger("farebox.api")
@@ -54,7 +58,7 @@ class ErrorBody(Struct, frozen=True, kw_only=True, omit_defaults=True):
     status_code: int
     error: str
     """``invalid_input``, ``bad_request``, ``not_found``, ``too_large``, ``queue_full``,
-    ``internal``, or the lower-cased HTTP reason for other framework errors."""
+    ``store``, ``internal``, or the lower-cased HTTP reason for other framework errors."""
     detail: str
     field: str | None = None
     plan_id: str | None = None
@@ -132,6 +136,16 @@ def _on_queue_full(_: Request[Any, Any, Any], err: QueueFull) -> Response[ErrorB
     return _respond(body, {"Retry-After": str(err.retry_after_s)})
 
 
+def _on_store_error(
+    request: Request[Any, Any, Any], err: StoreError | sqlite3.Error
+) -> Response[ErrorBody]:
+    if not isinstance(err, StoreError):
+        err = store_error(request.app.state["settings"].db_path, err)
+    log.error("%s %s: %s", request.method, request.url.path, err)
+    body = ErrorBody(status_code=HTTP_503_SERVICE_UNAVAILABLE, error="store", detail=err.status)
+    return _respond(body)
+
+
 def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Response[ErrorBody]:
     """Litestar's own validation (query/path parameters, typed JSON bodies): name the parameter
     or the body path (``$.configs[0].tp``) and the problem."""
@@ -183,6 +197,8 @@ EXCEPTION_HANDLERS: Mapping[type[Exception], Callable[..., Response[ErrorBody]]]
     BadBody: _on_bad_body,
     NotFound: _on_not_found,
     QueueFull: _on_queue_full,
+    StoreError: _on_store_error,
+    sqlite3.Error: _on_store_error,
     ValidationException: _on_validation,
     HTTPException: _on_http,
     Exception: _on_bug,
