@@ -16,7 +16,13 @@ errors, ...)                                    unknown accelerator/model ids, t
 or path parameter
 ``BadBody``: a JSON body that is not   400     invalid UTF-8, nested too deeply, malformed,
 JSON, or was cut short                          the client left before sending all of it
+``NotAuthorizedException``             401     ``FAREBOX_API_TOKEN`` is set and the bearer token
+(``api.security``)                              is missing or wrong
 ``NotFound``                           404     no plan, report table or route by that name
+``IdempotencyConflict``                409     an ``Idempotency-Key`` reused with another body
+(``api.services``)
+``UnsupportedMediaType``               415     a POST as text/plain or a form (a cross-site
+(``api.security``)                              "simple request"); bodies are JSON
 ``RequestEntityTooLarge``              413     body over ``Settings.max_body_bytes``
 ``QueueFull``                          503     the plan queue is full; ``Retry-After`` says when
                                                 to try again
@@ -166,7 +172,14 @@ def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Respo
 
 
 def _on_http(request: Request[Any, Any, Any], err: HTTPException) -> Response[ErrorBody]:
-    kinds = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+    kinds = {
+        401: "unauthorized",
+        404: "not_found",
+        405: "method_not_allowed",
+        409: "conflict",
+        413: "too_large",
+        415: "unsupported_media_type",
+    }
     detail = err.detail
     if err.status_code >= 500:
         log.error("%s %s: %d %s", request.method, request.url.path, err.status_code, detail)

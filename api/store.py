@@ -124,6 +124,12 @@ CREATE TABLE IF NOT EXISTS reports (
     parquet BLOB NOT NULL,
     PRIMARY KEY (plan_id, name)
 );
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    key TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    plan_id TEXT NOT NULL REFERENCES plans (id) ON DELETE CASCADE,
+    created_at REAL NOT NULL
+);
 """
 
 _COLUMNS = (
@@ -149,6 +155,14 @@ class PlanRecord:
     """Latest solver progress line (JSON text), while running."""
     plan: bytes | None = None
     """The Plan as JSON, when done and asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedPlan:
+    """The plan an ``Idempotency-Key`` created, and the fingerprint of the request that did."""
+
+    plan_id: str
+    fingerprint: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +335,61 @@ class Store:
             "SELECT name FROM reports WHERE plan_id = ? ORDER BY name", (plan_id,)
         )
         return [name for (name,) in rows]
+
+    # -- idempotency keys (POST /v1/plans) ---------------------------------------------------
+    # A key lives as long as its plan: deleting the plan frees the key (ON DELETE CASCADE).
+
+    def keyed_plan(self, key: str) -> KeyedPlan | None:
+        row = (
+            self._conn()
+            .execute("SELECT plan_id, fingerprint FROM idempotency_keys WHERE key = ?", (key,))
+            .fetchone()
+        )
+        return KeyedPlan(plan_id=row[0], fingerprint=row[1]) if row else None
+
+    def enqueue_keyed(
+        self,
+        key: str,
+        fingerprint: str,
+        plan_id: str,
+        name: str,
+        request: bytes,
+        time_limit_s: float,
+        queue_max: int,
+    ) -> KeyedPlan | bool:
+        """``enqueue`` and record ``key`` -> the plan in one transaction. When another request
+        took the key first, nothing is written and its ``KeyedPlan`` is returned."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(
+                "SELECT plan_id, fingerprint FROM idempotency_keys WHERE key = ?", (key,)
+            ).fetchone()
+            if row is not None:
+                conn.execute("ROLLBACK")
+                return KeyedPlan(plan_id=row[0], fingerprint=row[1])
+            (waiting,) = conn.execute(
+                "SELECT count(*) FROM plans WHERE status = ?", (PlanStatus.QUEUED,)
+            ).fetchone()
+            if waiting >= queue_max:
+                conn.execute("ROLLBACK")
+                return False
+            now = self.clock()
+            conn.execute(
+                "INSERT INTO plans (id, name, status, created_at, time_limit_s, request) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (plan_id, name, PlanStatus.QUEUED, now, time_limit_s, request),
+            )
+            conn.execute(
+                "INSERT INTO idempotency_keys (key, fingerprint, plan_id, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (key, fingerprint, plan_id, now),
+            )
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     # -- job runners ------------------------------------------------------------------------
 

@@ -38,8 +38,9 @@ others produce no configuration, so their smaller weights must not size the pipe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -52,6 +53,7 @@ from fleet.perf.model import estimate
 from fleet.perf.types import Configs, Estimate, IntArray, Problem
 
 SRAM_PP_FACTORS = (1.0, 1.25, 1.5, 2.0)
+T = TypeVar("T", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,35 @@ def layouts(
     return Layouts(tp=arr[:, 0], pp=arr[:, 1], dp=arr[:, 2], ep=arr[:, 3])
 
 
+def unique(values: Sequence[T]) -> tuple[T, ...]:
+    """``values`` without repeats, first occurrences in order."""
+    return tuple(dict.fromkeys(values))
+
+
+def search_options(
+    precisions: Sequence[str], batches: Sequence[int], spec: Sequence[tuple[int, float]]
+) -> tuple[tuple[str, ...], tuple[int, ...], tuple[tuple[int, float], ...]]:
+    """The distinct precisions, batches and speculative options (draft length 0 = off, one
+    option whatever its acceptance) that ``grid_configs`` crosses."""
+    return unique(precisions), unique(batches), unique(tuple((k, a if k else 0.0) for k, a in spec))
+
+
+def grid_size(
+    catalog: Catalog,
+    model_id: str,
+    system_id: str,
+    *,
+    batches: Sequence[int],
+    precisions: Sequence[str],
+    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+) -> int:
+    """Rows ``grid_configs`` would build, without building them (milliseconds): callers bound
+    the work a request asks for before doing it."""
+    precs, batch, options = search_options(precisions, batches, spec)
+    n_layouts = len(layouts(catalog, model_id, system_id, precisions=precs))
+    return n_layouts * len(precs) * len(batch) * len(options)
+
+
 def grid_configs(
     catalog: Catalog,
     model_id: str,
@@ -150,7 +181,12 @@ def grid_configs(
     prefix_cached_tokens: int = 0,
     layout: Layouts | None = None,
 ) -> Configs:
-    """The cross product layouts x precisions x batches x spec options as ``Configs``."""
+    """The cross product layouts x precisions x batches x spec options as ``Configs``.
+
+    Repeated precisions, batches and speculative options are evaluated once (a request listing
+    "fp8" 400 times must not cost 400 times the work); every draft length 0 is the same option,
+    no speculation, whatever acceptance it carries."""
+    precisions, batches, spec = search_options(precisions, batches, spec)
     lay = (
         layout
         if layout is not None
