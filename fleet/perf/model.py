@@ -4,8 +4,10 @@ Per configuration (docs/performance-model.md has the derivations):
 
 1. Validity -> ``Problem``: heads divisible by tp (GQA KV heads divisible by tp or dividing it),
    ep dividing the experts and the tp x dp devices of a stage, pp <= layers, positive sizes,
-   0 <= prefix-cached tokens < isl -> BAD_LAYOUT; tp x dp beyond the system's scale-up domain
-   -> OVER_SCALE_UP (pipeline stages may span systems); weight precision neither native nor
+   0 <= prefix-cached tokens < isl -> BAD_LAYOUT; a stage's tp x dp may span several scale-up
+   domains (multi-node tensor / expert parallel over the scale-out network, ``fleet.perf.comm``)
+   but only in whole domains (hierarchical collectives need equal groups): tp x dp beyond the
+   domain and not a multiple of it -> OVER_SCALE_UP; weight precision neither native nor
    weight-only, or KV precision not native -> PRECISION_UNSUPPORTED; memory over the usable
    capacity -> DOES_NOT_FIT (``fleet.perf.memory``).
 2. One pipeline-stage step carries a micro-batch of batch / pp streams, each verifying k + 1
@@ -54,7 +56,7 @@ import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.comm import pipeline_hop_s, stage_comm_s
+from fleet.perf.comm import Links, pipeline_hop_s, stage_comm_s
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
 from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
 
@@ -129,7 +131,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     cep = np.maximum(c.ep, 1)
     bad |= is_moe & ((n_exp % cep != 0) | (stage_devices_i % cep != 0))
     bad |= ~is_moe & (c.ep != 1)
-    over = stage_devices_i > S.scale_up_domain[s]
+    domain_i = np.minimum(S.scale_up_domain[s], S.devices_per_system[s])
+    over = (stage_devices_i > domain_i) & (stage_devices_i % domain_i != 0)
     unsupported = ~(A.native[a, wp] | A.weight_only[a, wp]) | ~A.native[a, kp]
     problem[unsupported] = Problem.PRECISION_UNSUPPORTED
     problem[over] = Problem.OVER_SCALE_UP
@@ -194,11 +197,12 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     attn_flops_rate = A.peak_flops[a, _BF16] * A.flops_fraction[a]
     link = A.scale_up_bytes_per_s[a] * A.link_fraction[a]
     hop = A.scale_up_latency_s[a]
+    nic = S.scale_out_bytes_per_s[s] / S.devices_per_system[s] * A.link_fraction[a]
+    links = Links(link, hop, nic, S.scale_out_latency_s[s], A.collective_overhead_s[a])
     in_one_domain = (n * pp <= S.scale_up_domain[s]) & (n * pp <= S.devices_per_system[s])
     pp_link = np.where(in_one_domain, link, S.scale_out_bytes_per_s[s] * A.link_fraction[a])
     pp_latency = np.where(in_one_domain, hop, S.scale_out_latency_s[s])
     overhead = A.step_overhead_s[a] + A.layer_overhead_s[a] * layers
-    collective = A.collective_overhead_s[a]
 
     head_bytes = 2.0 * M.lm_head_params[m] / tp
     head_flops_per_token = 2.0 * M.lm_head_params[m] / tp
@@ -234,9 +238,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
             experts_per_token=M.experts_per_token[m],
             dense_layers=dense_t,
             moe_layers=moe_t,
-            link_bytes_per_s=link,
-            hop_s=hop,
-            call_s=collective,
+            domain=domain_i.astype(f),
+            link=links,
         )
         hop_s = np.where(
             pp > 1,
