@@ -155,4 +155,4 @@ def test_a_full_queue_refuses_before_reading_the_scenario(
     assert r.status_code == 503, r.text
     assert r.headers["retry-after"] == "7"
     assert r.json()["error"] == "queue_full"
-    assert elapsed < 0.5, f"refusal took {elapsed:.2f} s"
+    assert elapsed < 1.0, f"refusal took {elapsed:.2f} s"
