@@ -37,6 +37,7 @@ from api.controllers.perf import PerfController
 from api.controllers.plans import PlanController
 from api.errors import EXCEPTION_HANDLERS
 from api.jobs import JobRunner
+from api.request import FareboxRequest
 from api.security import guard
 from api.services import PlanService
 from api.settings import Settings
@@ -108,6 +109,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exception_handlers=dict(EXCEPTION_HANDLERS),
         guards=[guard],
         request_max_body_size=settings.max_body_bytes,
+        request_class=FareboxRequest,
         lifespan=[lifespan],
         state=State({"settings": settings}),
         openapi_config=OpenAPIConfig(

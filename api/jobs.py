@@ -28,6 +28,7 @@ import logging
 import multiprocessing
 import os
 import socket
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -111,7 +112,10 @@ class JobRunner:
         tasks = [job.task for job in jobs if job.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=10)
-        await self._call(self.store.release, self.owner)
+        try:
+            await self._call(self.store.release, self.owner)
+        except sqlite3.Error as err:  # a broken store: their leases expire instead
+            log.error("could not give running plans back to the queue: %s", err)
 
     def wake(self) -> None:
         """A plan was queued: look for work now rather than at the next poll."""

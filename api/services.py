@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import sqlite3
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -21,7 +22,7 @@ from api.compute import Compute
 from api.errors import NotFound, ParameterError, QueueFull
 from api.jobs import JobRunner
 from api.settings import Settings
-from api.store import KeyedPlan, PlanRecord, PlanStatus, Store
+from api.store import KeyedPlan, PlanRecord, PlanStatus, Store, store_error
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
@@ -248,3 +249,15 @@ class PlanService:
 
     async def counts(self) -> dict[PlanStatus, int]:
         return await _off_loop(self.store.counts)
+
+    async def check_store(self) -> dict[PlanStatus, int]:
+        """``Store.probe`` (raises StoreError), then the plan counts."""
+
+        def check() -> dict[PlanStatus, int]:
+            self.store.probe()
+            try:
+                return self.store.counts()
+            except sqlite3.Error as err:
+                raise store_error(self.store.path, err) from None
+
+        return await _off_loop(check)

@@ -19,6 +19,7 @@ from planner.plan import Assignment, Binding, Flow, Plan, PoolUsage, TierPrice
 from planner.queueing import wait_quantile_s
 from planner.solution import BindingConstraint, SolveResult, SolveStatus
 from planner.tables import SECONDS_PER_HOUR, FloatArray, IntArray
+from planner.unserved import unserved_warnings
 
 
 def infeasible_plan(built: Built) -> Plan:
@@ -88,12 +89,15 @@ def assemble_plan(built: Built, result: SolveResult) -> Plan:
     if not has_plan:
         return Plan(**base)
     assignments = _assignments(built, result)
-    base["warnings"] = built.warnings + _late(built, assignments)
+    flows = _flows(built, result)
+    base["warnings"] = (
+        built.warnings + _late(built, assignments) + tuple(unserved_warnings(built, result, flows))
+    )
     return Plan(
         **base,
         prices=_prices(built, result),
         assignments=assignments,
-        flows=_flows(built, result),
+        flows=flows,
         pool_usage=_pool_usage(built, result),
         binding=tuple(_binding(b, built.tables.period_hours) for b in result.binding),
     )
@@ -165,12 +169,14 @@ def _pooled_wait_s(
     n_tiers = len(built.scenario.tiers)
     key = (cand.family[c_idx] * n_tiers + cand.tier[c_idx]) * built.tables.periods + p_idx
     groups, which = np.unique(key, return_inverse=True)
-    pooled_slots = np.bincount(which, slots, groups.shape[0])
-    pooled_erlangs = np.bincount(which, erlangs, groups.shape[0])
-    pooled_rate = np.bincount(which, requests_per_s, groups.shape[0])
+    n = groups.shape[0]
+    # Float weights (bincount of no assignments would otherwise come back as int64).
+    pooled_slots = np.bincount(which, slots.astype(np.float64), n)
+    pooled_erlangs = np.bincount(which, erlangs.astype(np.float64), n)
+    pooled_rate = np.bincount(which, requests_per_s.astype(np.float64), n)
     quantile = det.ttft_quantile[c_idx]
     holding_s = np.divide(
-        pooled_erlangs, pooled_rate, out=np.ones_like(pooled_erlangs), where=pooled_rate > 0
+        pooled_erlangs, pooled_rate, out=np.ones(n, dtype=np.float64), where=pooled_rate > 0
     )
     # Quantiles differ only between tiers, and a group is one tier: take each group's own.
     q = np.zeros(groups.shape[0])

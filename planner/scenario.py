@@ -35,6 +35,30 @@ FLAGSHIP = "flagship"
 OUTSIDE = "outside"
 """In ``reference_shares``: the outside option (customers who buy no tier)."""
 
+# Upper bounds: every number of a scenario is finite and physically plausible, so a typo (1e308,
+# inf, 2**63) is a 4xx naming the field instead of an overflow deep in the planner. Each is far
+# above anything real, so no sensible scenario meets one.
+MAX_POOL_SYSTEMS = 1_000_000
+"""Systems in one pool (a frontier lab's whole fleet is ~100k accelerators)."""
+MAX_REQUESTS_PER_S = 1e7
+"""Requests/s of one family in one hour (the largest public services are below 1e5)."""
+MAX_TOKENS_PER_REQUEST = 1e7
+"""Mean input or output tokens per request (context windows are at most a few million)."""
+MAX_TOKENS_PER_S_PER_USER = 1e6
+"""A streaming-speed floor (SRAM-resident serving reaches a few thousand)."""
+MAX_TTFT_MS = 86_400_000.0
+"""A TTFT ceiling: one day."""
+MAX_USD = 1e6
+"""A price per million tokens, a penalty per million tokens, or a cost per system-hour."""
+MAX_MULTIPLIER = 1e3
+"""A price multiplier of a tier's menu."""
+MAX_PROFILE_FACTOR = 1e3
+"""A factor of a daily or weekly demand profile (level x factors is bounded by the check)."""
+MAX_CHOICE_WEIGHT = 100.0
+"""A logit weight (price sensitivity, speed, quality): beyond this the choice is a step."""
+MAX_TIME_LIMIT_S = 7 * 86_400.0
+"""A solver time limit: one week."""
+
 PositiveFloat = Annotated[float, Meta(gt=0)]
 NonNegativeFloat = Annotated[float, Meta(ge=0)]
 PositiveInt = Annotated[int, Meta(gt=0)]
@@ -43,7 +67,16 @@ UnitFraction = Annotated[float, Meta(ge=0, le=1)]
 Percentile = Annotated[float, Meta(gt=0, lt=100)]
 Quality = Annotated[float, Meta(ge=0, le=100)]
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
-HourlyRates = Annotated[tuple[NonNegativeFloat, ...], Meta(min_length=1)]
+Usd = Annotated[float, Meta(ge=0, le=MAX_USD)]
+PositiveUsd = Annotated[float, Meta(gt=0, le=MAX_USD)]
+Multiplier = Annotated[float, Meta(gt=0, le=MAX_MULTIPLIER)]
+SpeedFloor = Annotated[float, Meta(gt=0, le=MAX_TOKENS_PER_S_PER_USER)]
+Tokens = Annotated[float, Meta(gt=0, le=MAX_TOKENS_PER_REQUEST)]
+RequestsPerS = Annotated[float, Meta(ge=0, le=MAX_REQUESTS_PER_S)]
+ProfileFactor = Annotated[float, Meta(ge=0, le=MAX_PROFILE_FACTOR)]
+ChoiceWeight = Annotated[float, Meta(ge=0, le=MAX_CHOICE_WEIGHT)]
+Hour = Annotated[int, Meta(ge=0, le=MAX_HOURS)]
+HourlyRates = Annotated[tuple[RequestsPerS, ...], Meta(min_length=1)]
 
 Method = Literal["decompose", "highs", "scip", "cpsat"]
 PeriodHours = Literal[1, 2, 3, 4, 6, 8, 12, 24]
@@ -100,7 +133,7 @@ class Search(Frozen, kw_only=True):
 
 
 class Options(Frozen, kw_only=True):
-    time_limit_s: PositiveFloat = 60.0
+    time_limit_s: Annotated[float, Meta(gt=0, le=MAX_TIME_LIMIT_S)] = 60.0
     gap_target: Annotated[float, Meta(ge=0, le=1)] = 1e-3
     """Relative gap (bound - plan) / bound at which the solver stops."""
     method: Method = "decompose"
@@ -118,8 +151,8 @@ class Options(Frozen, kw_only=True):
 class Outage(Frozen, kw_only=True):
     """Hours [start_hour, end_hour) during which only ``fraction_available`` of a pool runs."""
 
-    start_hour: NonNegativeInt
-    end_hour: PositiveInt
+    start_hour: Hour
+    end_hour: Annotated[int, Meta(gt=0, le=MAX_HOURS)]
     fraction_available: UnitFraction = 0.0
 
 
@@ -128,9 +161,9 @@ class Pool(Frozen, kw_only=True):
     region: Name
     system: Id
     """A system id of the catalog (``fleet/data/systems.toml``)."""
-    count: NonNegativeInt
+    count: Annotated[int, Meta(ge=0, le=MAX_POOL_SYSTEMS)]
     """Systems in the pool."""
-    usd_per_hour: PositiveFloat | None = None
+    usd_per_hour: PositiveUsd | None = None
     """Running cost per system-hour; default: the catalog system's price (or its devices x the
     accelerator's)."""
     availability: tuple[UnitFraction, ...] | None = None
@@ -150,7 +183,7 @@ class Variant(Frozen, kw_only=True):
     """A model id of the catalog; also the variant's name in tiers and plans."""
     quality: Quality | None = None
     """Capability score on the catalog's 0-100 scale; default: the catalog model's ``quality``."""
-    min_tokens_per_s_per_user: PositiveFloat | None = None
+    min_tokens_per_s_per_user: SpeedFloor | None = None
     """Streaming speed this variant promises on tiers that have a speed floor (e.g. 1000 for an
     SRAM-resident model): its candidates must reach max(tier floor, this), and the choice model
     credits the extra speed (docs/demand.md)."""
@@ -165,42 +198,42 @@ class Family(Frozen, kw_only=True):
     flagship_quality: Quality | None = None
     """Default: the catalog model's ``quality``."""
     variants: Annotated[tuple[Variant, ...], Meta(max_length=16)] = ()
-    usd_per_m_input_tokens: NonNegativeFloat
-    usd_per_m_output_tokens: PositiveFloat
+    usd_per_m_input_tokens: Usd
+    usd_per_m_output_tokens: PositiveUsd
 
 
 class Tier(Frozen, kw_only=True):
     """A service level: SLOs, a menu of price multipliers, and which variants may serve it."""
 
     id: Id
-    min_tokens_per_s_per_user: PositiveFloat | None = None
+    min_tokens_per_s_per_user: SpeedFloor | None = None
     """Floor on streaming speed per request (output tokens/s); None = no floor."""
     tokens_per_s_percentile: Percentile = 50.0
-    max_ttft_ms: PositiveFloat | None = None
+    max_ttft_ms: Annotated[float, Meta(gt=0, le=MAX_TTFT_MS)] | None = None
     """Ceiling on time to first token, queueing included; None = no TTFT SLO."""
     ttft_percentile: Percentile = 99.0
-    completion_window_hours: PositiveInt | None = None
+    completion_window_hours: Annotated[int, Meta(gt=0, le=MAX_HOURS)] | None = None
     """Batch tiers: each request completes within this many hours, so demand of a window may be
     served anywhere inside it. None = served in the hour it arrives."""
-    multipliers: Annotated[tuple[PositiveFloat, ...], Meta(min_length=1, max_length=64)]
+    multipliers: Annotated[tuple[Multiplier, ...], Meta(min_length=1, max_length=64)]
     """The price menu: multipliers of the family's base price the planner may choose."""
-    reference_multiplier: PositiveFloat
+    reference_multiplier: Multiplier
     """The multiplier at which the choice model's reference shares hold; must be on the menu."""
     variants: tuple[Annotated[str, Meta(min_length=1, max_length=64)], ...] | None = None
     """Model ids (or "flagship") that may serve this tier; None = every variant of a family."""
-    unserved_penalty_usd_per_m_output_tokens: NonNegativeFloat = 0.0
+    unserved_penalty_usd_per_m_output_tokens: Usd = 0.0
     """Cost of each demanded output token left unserved, beyond the lost revenue."""
 
 
 class CompactDemand(Frozen, kw_only=True):
     """requests/s in hour h of day d of week w = level x daily_profile[h] x weekly_profile[d]."""
 
-    level_requests_per_s: NonNegativeFloat
-    daily_profile: Annotated[tuple[NonNegativeFloat, ...], Meta(min_length=24, max_length=24)]
-    weekly_profile: Annotated[tuple[NonNegativeFloat, ...], Meta(min_length=7, max_length=7)] = (
+    level_requests_per_s: RequestsPerS
+    daily_profile: Annotated[tuple[ProfileFactor, ...], Meta(min_length=24, max_length=24)]
+    weekly_profile: Annotated[tuple[ProfileFactor, ...], Meta(min_length=7, max_length=7)] = (
         1.0,
     ) * 7
-    weeks: PositiveInt = 1
+    weeks: Annotated[int, Meta(gt=0, le=MAX_HOURS // HOURS_PER_WEEK)] = 1
 
 
 class ChoiceModel(Frozen, kw_only=True):
@@ -209,11 +242,11 @@ class ChoiceModel(Frozen, kw_only=True):
     reference_shares: dict[str, UnitFraction]
     """Share of the market per tier id plus "outside", at reference multipliers served by the
     reference variant; sums to 1. A tier absent here is not sold for this family."""
-    price_sensitivity: NonNegativeFloat
+    price_sensitivity: ChoiceWeight
     """beta_price: utility lost per unit of ln(multiplier)."""
-    speed_weight: NonNegativeFloat = 0.0
+    speed_weight: ChoiceWeight = 0.0
     """beta_speed: utility gained per unit of ln(tokens/s per user) relative to the tier's floor."""
-    quality_weight: NonNegativeFloat = 0.0
+    quality_weight: ChoiceWeight = 0.0
     """beta_quality: utility per quality point of the serving variant relative to the flagship."""
 
 
@@ -223,8 +256,8 @@ class FamilyDemand(Frozen, kw_only=True):
     """Explicit hourly requests/s over the horizon, all tiers together, at reference prices."""
     compact: CompactDemand | None = None
     """The same, as level x daily x weekly profiles; exactly one of the two forms."""
-    mean_input_tokens: PositiveFloat
-    mean_output_tokens: PositiveFloat
+    mean_input_tokens: Tokens
+    mean_output_tokens: Tokens
     prefix_cache_hit_rate: Annotated[float, Meta(ge=0, lt=1)] = 0.0
     """Fraction of input tokens served from the prefix cache: they need no prefill compute, but
     their KV is still held and read by every stream (still billed at the input price)."""

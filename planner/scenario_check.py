@@ -24,6 +24,7 @@ from planner.scenario import (
     FLAGSHIP,
     HOURS_PER_WEEK,
     MAX_HOURS,
+    MAX_REQUESTS_PER_S,
     OUTSIDE,
     Expectation,
     Metric,
@@ -74,10 +75,19 @@ def _field_error(err: msgspec.ValidationError) -> InputError:
     if m := _MISSING.match(what):
         return InputError(f"{path}.{m.group('field')}: required field missing")
     if m := _BOUND.match(what):
-        return InputError(f"{path}: must be {m.group('op')} {m.group('value')}")
+        return InputError(f"{path}: must be {m.group('op')} {_number(m.group('value'))}")
     if m := _LENGTH.match(what):
         return InputError(f"{path}: must have length {m.group('op')} {m.group('value')}")
     return InputError(f"{path}: {what[0].lower()}{what[1:]}" if what else path)
+
+
+def _number(text: str) -> str:
+    """msgspec's bound as a reader writes it: ``10000000.0`` -> ``10000000``, ``0.5`` stays."""
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return str(int(value)) if value.is_integer() and abs(value) < 1e16 else f"{value:g}"
 
 
 def decode_scenario(data: bytes | str, format: Format = "toml") -> Scenario:
@@ -93,6 +103,14 @@ def decode_scenario(data: bytes | str, format: Format = "toml") -> Scenario:
         raise _field_error(err) from None
     except msgspec.DecodeError as err:
         raise InputError(f"$: not valid {format.upper()}: {err}") from None
+    except UnicodeDecodeError as err:
+        raise InputError(
+            f"$: not valid {format.upper()}: not UTF-8 text (byte 0x{err.object[err.start]:02x} "
+            f"at offset {err.start})"
+        ) from None
+    except RecursionError:
+        # The TOML parser recurses per level of nesting; no scenario nests more than a few.
+        raise InputError(f"$: not valid {format.upper()}: nested too deeply") from None
     check_scenario(scenario)
     return scenario
 
@@ -130,6 +148,7 @@ def check_scenario(s: Scenario) -> None:
     _duplicates((t.id for t in s.tiers), "$.tiers")
     _duplicates((d.family for d in s.demand), "$.demand", "family")
     hours = _check_demand_horizon(s)
+    _check_demand_rates(s)
     _check_pools(s, hours)
     _check_families(s)
     _check_tiers(s)
@@ -169,6 +188,21 @@ def _check_demand_horizon(s: Scenario) -> int:
             f"{hours} hours"
         )
     return hours
+
+
+def _check_demand_rates(s: Scenario) -> None:
+    """A compact forecast's peak (level x daily x weekly) stays within MAX_REQUESTS_PER_S, as an
+    explicit forecast's every value does (by its type)."""
+    for i, d in enumerate(s.demand):
+        c = d.compact
+        if c is None:
+            continue
+        peak = c.level_requests_per_s * max(c.daily_profile) * max(c.weekly_profile)
+        if peak > MAX_REQUESTS_PER_S:
+            raise InputError(
+                f"$.demand[{i}].compact: peak of {peak:.3g} requests/s (level x daily x weekly "
+                f"profile) exceeds the limit of {MAX_REQUESTS_PER_S:g}"
+            )
 
 
 def _check_pools(s: Scenario, hours: int) -> None:

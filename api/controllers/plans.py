@@ -31,7 +31,7 @@ from litestar.status_codes import (
 
 from api.errors import ErrorBody, NotFound, input_error_body
 from api.services import PlanService, check_idempotency_key
-from api.store import FailureKind, PlanStatus
+from api.store import SEQ_MAX, FailureKind, PlanStatus
 from api.wire import PlanPage, PlanResource, encode_plan_resource, plan_href, plan_info
 from fleet.errors import InputError
 from planner.scenario import Scenario
@@ -121,7 +121,8 @@ class PlanController(Controller):
         plans: NamedDependency[PlanService],
         limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
         cursor: Annotated[
-            int | None, QueryParameter(description="next_cursor of the previous page")
+            int | None,
+            QueryParameter(ge=1, le=SEQ_MAX, description="next_cursor of the previous page"),
         ] = None,
         status: Annotated[PlanStatus | None, QueryParameter()] = None,
     ) -> PlanPage:
