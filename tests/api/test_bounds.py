@@ -110,7 +110,7 @@ def test_plan_search_over_the_work_limit_is_refused_before_screening(
     client: TestClient[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The issue's repro: every search list at its bound on the frontier-lab week would evaluate
-    ~40 million configurations (~13 GB) while validating, in the HTTP process."""
+    ~45 million configurations (~14 GB) while validating, in the HTTP process."""
     monkeypatch.setattr(api.services, "screen", _forbidden)
     body = scenario("frontier-lab-week")
     body["options"]["search"] = {
