@@ -20,6 +20,7 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio.to_thread
 from litestar import Litestar
@@ -27,6 +28,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityScheme
 
 from api.compute import Compute
 from api.controllers.catalog import CatalogController, EncodedCatalog
@@ -57,6 +59,18 @@ async def _watch_parent(parent_pid: int, every_s: float = 1.0) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
     await asyncio.sleep(30)
     os._exit(1)  # the graceful stop hung
+
+
+def _bearer_security(settings: Settings) -> dict[str, Any]:
+    """OpenAPI: declare the bearer token when the server requires one (``api.security``)."""
+    if settings.api_token is None:
+        return {}
+    return {
+        "security": [{"bearer": []}],
+        "components": Components(
+            security_schemes={"bearer": SecurityScheme(type="http", scheme="bearer")}
+        ),
+    }
 
 
 def create_app(settings: Settings | None = None) -> Litestar:
@@ -108,5 +122,6 @@ def create_app(settings: Settings | None = None) -> Litestar:
             ),
             path="/schema",
             render_plugins=[SwaggerRenderPlugin(path="/"), RedocRenderPlugin(), JsonRenderPlugin()],
+            **_bearer_security(settings),
         ),
     )

@@ -64,11 +64,11 @@ class Settings:
     """A plan whose solve was interrupted by a server crash this many times is failed."""
     retry_after_s: int = 10
     max_configurations: int = 2_000_000
-    """A plan's search grids (``planner.workload``), refused at POST when larger: 3.5x the
-    frontier-lab week's 576,774, ~0.7 GB while screening."""
+    """A plan's search grids (``planner.workload``), refused at POST when larger: 3.4x the
+    frontier-lab week's 588,438, ~0.7 GB while screening."""
     max_slo_checks: int = 12_000_000
-    """A plan's configuration x (family, tier, variant, pool) SLO checks: 2.5x the frontier-lab
-    week's 4.9 million."""
+    """A plan's configuration x (family, tier, variant, pool) SLO checks: 2.4x the frontier-lab
+    week's 5.0 million."""
     solver_memory_mb: int = 8192
     """RLIMIT_AS of each solver process: 5x the 1.5 GB address space the frontier-lab week's
     solve peaks at. A solve over it fails instead of taking the machine's memory."""

@@ -86,6 +86,9 @@ def limited(
 ) -> None:
     """Run ``target`` (``solve``) in this process with its address space capped at
     ``memory_bytes``: the entry point ``api.jobs`` starts."""
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:  # never above what the server itself may have
+        memory_bytes = min(memory_bytes, hard)
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     target(conn, request, time_limit_s, catalog_dir)
 

@@ -30,6 +30,9 @@ HOURS_PER_WEEK = 168
 MAX_POOLS = 512
 """Lists that multiply the planner's work are bounded far above a frontier lab's week (24 pools,
 4 families, 3 tiers, a few variants): pools 512, families 64, variants per family 16, tiers 16."""
+MAX_LIST = 4096
+"""Any other list of a scenario (outages of a pool, expectations); a pool's availability has at
+most MAX_HOURS values, and explicit hourly demand is bounded by the horizon check."""
 FLAGSHIP = "flagship"
 """In a tier's ``variants``: each family's flagship model, whatever its id."""
 OUTSIDE = "outside"
@@ -166,10 +169,10 @@ class Pool(Frozen, kw_only=True):
     usd_per_hour: PositiveUsd | None = None
     """Running cost per system-hour; default: the catalog system's price (or its devices x the
     accelerator's)."""
-    availability: tuple[UnitFraction, ...] | None = None
+    availability: Annotated[tuple[UnitFraction, ...], Meta(max_length=MAX_HOURS)] | None = None
     """Fraction of the pool usable per hour: one value per hour of the horizon, or 168 values
     repeated every week."""
-    outages: tuple[Outage, ...] = ()
+    outages: Annotated[tuple[Outage, ...], Meta(max_length=MAX_LIST)] = ()
 
 
 class Fleet(Frozen, kw_only=True):
@@ -219,7 +222,12 @@ class Tier(Frozen, kw_only=True):
     """The price menu: multipliers of the family's base price the planner may choose."""
     reference_multiplier: Multiplier
     """The multiplier at which the choice model's reference shares hold; must be on the menu."""
-    variants: tuple[Annotated[str, Meta(min_length=1, max_length=64)], ...] | None = None
+    variants: (
+        Annotated[
+            tuple[Annotated[str, Meta(min_length=1, max_length=64)], ...], Meta(max_length=32)
+        ]
+        | None
+    ) = None
     """Model ids (or "flagship") that may serve this tier; None = every variant of a family."""
     unserved_penalty_usd_per_m_output_tokens: Usd = 0.0
     """Cost of each demanded output token left unserved, beyond the lost revenue."""
@@ -239,7 +247,7 @@ class CompactDemand(Frozen, kw_only=True):
 class ChoiceModel(Frozen, kw_only=True):
     """Multinomial-logit choice among a family's tiers and the outside option (docs/demand.md)."""
 
-    reference_shares: dict[str, UnitFraction]
+    reference_shares: Annotated[dict[str, UnitFraction], Meta(max_length=32)]
     """Share of the market per tier id plus "outside", at reference multipliers served by the
     reference variant; sums to 1. A tier absent here is not sold for this family."""
     price_sensitivity: ChoiceWeight
@@ -316,4 +324,4 @@ class Scenario(Frozen, kw_only=True):
     families: Annotated[tuple[Family, ...], Meta(min_length=1, max_length=64)]
     tiers: Annotated[tuple[Tier, ...], Meta(min_length=1, max_length=16)]
     demand: Annotated[tuple[FamilyDemand, ...], Meta(min_length=1, max_length=64)]
-    expect: tuple[Expectation, ...] = ()
+    expect: Annotated[tuple[Expectation, ...], Meta(max_length=MAX_LIST)] = ()

@@ -110,7 +110,7 @@ def test_plan_search_over_the_work_limit_is_refused_before_screening(
     client: TestClient[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The issue's repro: every search list at its bound on the frontier-lab week would evaluate
-    ~40 million configurations (~13 GB) while validating, in the HTTP process."""
+    ~45 million configurations (~14 GB) while validating, in the HTTP process."""
     monkeypatch.setattr(api.services, "screen", _forbidden)
     body = scenario("frontier-lab-week")
     body["options"]["search"] = {
@@ -155,4 +155,4 @@ def test_a_full_queue_refuses_before_reading_the_scenario(
     assert r.status_code == 503, r.text
     assert r.headers["retry-after"] == "7"
     assert r.json()["error"] == "queue_full"
-    assert elapsed < 0.5, f"refusal took {elapsed:.2f} s"
+    assert elapsed < 1.0, f"refusal took {elapsed:.2f} s"

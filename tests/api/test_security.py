@@ -13,6 +13,7 @@ from litestar.testing import TestClient
 
 from api.app import create_app
 from api.settings import Settings
+from api.store import KeyedPlan, Store
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-for-tests"
@@ -62,7 +63,13 @@ def test_the_token_opens_v1_and_health_and_schema_stay_open(locked: TestClient[A
     r = locked.post("/v1/plans?wait=30", content=tiny(), headers={**JSON, **auth})
     assert r.status_code == 201, r.text
     assert locked.get("/health").status_code == 200
-    assert locked.get("/schema/openapi.json").status_code == 200
+    spec = locked.get("/schema/openapi.json")
+    assert spec.status_code == 200
+    assert spec.json()["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert spec.json()["security"] == [{"bearer": []}]
+    post = spec.json()["paths"]["/v1/plans"]["post"]
+    ref = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref.rsplit("/", 1)[-1] in spec.json()["components"]["schemas"]
 
 
 def test_without_a_token_setting_the_api_is_open(tmp_path: Path) -> None:
@@ -151,3 +158,17 @@ def test_a_malformed_idempotency_key_names_the_header(db: Path, bad: bytes) -> N
         r = client.post("/v1/plans", content=tiny(), headers=headers)
         assert r.status_code == 422, r.text
         assert r.json()["field"] == "Idempotency-Key"
+
+
+def test_a_key_taken_between_lookup_and_insert_creates_no_second_plan(db: Path) -> None:
+    """Two requests with one key racing past the lookup: the transaction that records the key
+    with the plan lets only the first in; the second gets the first's plan back."""
+    store = Store(db)
+    store.initialize()
+    assert store.enqueue_keyed("k", "f1", "p1", "n", b"{}", 10.0, queue_max=4) is True
+    second = store.enqueue_keyed("k", "f1", "p2", "n", b"{}", 10.0, queue_max=4)
+    assert second == KeyedPlan(plan_id="p1", fingerprint="f1")
+    assert store.get("p2") is None
+    assert store.keyed_plan("k") == KeyedPlan(plan_id="p1", fingerprint="f1")
+    assert store.enqueue_keyed("k2", "f", "p3", "n", b"{}", 10.0, queue_max=1) is False
+    assert store.keyed_plan("k2") is None  # a refused plan leaves no key behind

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
@@ -73,8 +74,27 @@ def test_check_workload_names_the_field_and_the_limit(catalog: Catalog) -> None:
         check_workload(s, work, max_configurations=work.configurations, max_checks=10)
 
 
-def test_search_lists_are_bounded_in_the_schema() -> None:
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("options", "search", "batch_caps"), list(range(1, 66)), "options.search.batch_caps"),
+        (
+            ("fleet", "pools", 0, "outages"),
+            [{"start_hour": 0, "end_hour": 1}] * 4097,
+            "fleet.pools[0].outages",
+        ),
+        (("fleet", "pools", 0, "availability"), [1.0] * 1345, "fleet.pools[0].availability"),
+        (("tiers", 0, "variants"), ["flagship"] * 33, "tiers[0].variants"),
+        (("expect",), [{"metric": "status", "equals": "optimal"}] * 4097, "expect"),
+    ],
+)
+def test_scenario_lists_are_bounded_in_the_schema(
+    path: tuple[str | int, ...], value: object, field: str
+) -> None:
     body = msgspec.toml.decode((SCENARIOS[0].parent / "tiny.toml").read_bytes())
-    body["options"]["search"] = {"batch_caps": list(range(1, 66))}
-    with pytest.raises(InputError, match=r"^\$\.options\.search\.batch_caps: .*length <= 64"):
+    node = body
+    for step in path[:-1]:
+        node = node.setdefault(step, {}) if isinstance(step, str) else node[step]
+    node[path[-1]] = value
+    with pytest.raises(InputError, match=rf"^\$\.{re.escape(field)}: .*length <= "):
         decode_scenario(msgspec.json.encode(body), "json")
