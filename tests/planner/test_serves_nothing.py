@@ -51,17 +51,27 @@ def test_pool_priced_over_every_price_plans_nothing_and_says_why(
     assert all(f.demand_tokens_per_s > 0 for f in plan.flows)
     why = {w.split(":")[0]: w for w in plan.warnings if "nothing served" in w}
     assert set(why) == {"llama-8b/standard", "llama-8b/fast"}
-    # standard: even the top multiplier (2) pays less than the cheapest configuration costs.
+    # fast: the top multiplier would cover the cost, but not the demand that is left at it.
+    assert "up to $" in why["llama-8b/fast"] and "multiplier 4" in why["llama-8b/fast"]
+
+
+def test_pool_priced_over_the_whole_menu_says_so(tiny_with, catalog: Catalog) -> None:
+    """At 2,000 USD/h not even standard's top multiplier (2) pays for the cheapest configuration."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["fleet"]["pools"][0]["usd_per_hour"] = 2000.0
+
+    plan = _plan(tiny_with, catalog, edit)
+    _nothing_served(plan)
+    why = {w.split(":")[0]: w for w in plan.warnings if "nothing served" in w}
     m = re.search(
-        r"costs \$([\d.]+) per M output tokens at full load \(h100-us-east, .*\$400\.00/h\), "
+        r"costs \$([\d.]+) per M output tokens at full load \(h100-us-east, .*\$2,?000\.00/h\), "
         r"more than the highest price on the menu pays \(\$([\d.]+) per M output tokens at "
         r"multiplier 2\)",
         why["llama-8b/standard"],
     )
     assert m is not None, why["llama-8b/standard"]
     assert float(m.group(1)) > float(m.group(2))
-    # fast: the top multiplier would cover the cost, but not the demand that is left at it.
-    assert "up to $" in why["llama-8b/fast"] and "multiplier 4" in why["llama-8b/fast"]
 
 
 def test_cheap_pool_serves_and_warns_of_nothing(tiny_with, catalog: Catalog) -> None:
