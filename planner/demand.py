@@ -54,6 +54,8 @@ class DemandInfo:
     variant_precisions: tuple[tuple[str, ...], ...]
     """(variants,): the searched weight precisions each variant is served at (a lossy precision
     of a family that weighs quality is its own variant, at the lower quality)."""
+    variant_quality_loss: FloatArray
+    """(variants,): fraction of the model's quality lost at the variant's precisions."""
     offer_speed_tokens_per_s: FloatArray
     """(offers,): per-user tokens/s the offer guarantees (0 = no floor)."""
     sold: np.ndarray
@@ -161,6 +163,7 @@ def build_demand(
     variant_quality: list[float] = []
     variant_promise: list[float | None] = []
     variant_precisions: list[tuple[str, ...]] = []
+    variant_loss: list[float] = []
     variant_by_key: dict[tuple[int, str], list[int]] = {}
     flagship_quality_of: list[float] = []  # at a lossless precision
     for f, fam in enumerate(s.families):
@@ -179,6 +182,7 @@ def build_demand(
                 variant_model.append(model)
                 variant_quality.append(base * (1.0 - loss))
                 variant_precisions.append(precisions)
+                variant_loss.append(loss)
                 variant_promise.append(promise)
     unservable_variants = frozenset(
         (k, v)
@@ -326,6 +330,7 @@ def build_demand(
         variant_model=tuple(variant_model),
         variant_quality=np.asarray(variant_quality),
         variant_precisions=tuple(variant_precisions),
+        variant_quality_loss=np.asarray(variant_loss, dtype=np.float64),
         offer_speed_tokens_per_s=np.asarray(offer_cols["speed"], dtype=np.float64),
         sold=sold,
         family_variants=tuple(admitted),

@@ -250,6 +250,7 @@ def test_a_lossy_precision_is_its_own_offer_at_lower_quality(tiny_with) -> None:
     assert demand.variant_ids == ("llama-8b/llama-3.1-8b", "llama-8b/llama-3.1-8b@fp4")
     assert info.variant_precisions == (("bf16", "fp8"), ("fp4",))
     np.testing.assert_allclose(info.variant_quality, [16.0, 16.0 * 0.96])
+    np.testing.assert_allclose(info.variant_quality_loss, [0.0, 0.04])
     plain = _combo(demand, 0, {0: 1.0, 1: 2.0}, {0: 0, 1: 0})
     lossy = _combo(demand, 0, {0: 1.0, 1: 2.0}, {0: 0, 1: 1})
     assert int(demand.reference_combo[0]) == plain
