@@ -119,6 +119,8 @@ class EstimateRow(Frozen):
     step_ms: float | None
     tpot_ms: float | None
     ttft_floor_ms: float | None
+    ttft_burst_ms: float | None
+    """Mean TTFT of a closed-loop benchmark at concurrency ``batch`` (clients start together)."""
     prefill_ms: float | None
     tokens_per_s_per_user: float | None
     tokens_per_s_per_replica: float | None
@@ -253,6 +255,7 @@ def rows(catalog: Catalog, configs: Configs, est: Estimate) -> tuple[EstimateRow
                 step_ms=_opt(est.step_s[i], 1e3, ok),
                 tpot_ms=_opt(est.tpot_s[i], 1e3, ok),
                 ttft_floor_ms=_opt(est.ttft_floor_s[i], 1e3, ok),
+                ttft_burst_ms=_opt(est.ttft_burst_s[i], 1e3, ok),
                 prefill_ms=_opt(est.prefill_s[i], 1e3, ok),
                 tokens_per_s_per_user=_opt(est.tokens_per_s_per_user[i], 1.0, ok),
                 tokens_per_s_per_replica=_opt(est.tokens_per_s_per_replica[i], 1.0, ok),

@@ -115,15 +115,19 @@ def _prices(built: Built, result: SolveResult) -> tuple[TierPrice, ...]:
             if o < 0:
                 continue
             m = float(offers.multiplier[o])
+            v = int(offers.variant[o])
+            precisions = info.variant_precisions[v]
             out.append(
                 TierPrice(
                     family=family.id,
                     tier=tier.id,
-                    variant=info.variant_model[int(offers.variant[o])],
+                    variant=info.variant_model[v],
                     multiplier=m,
                     usd_per_m_input_tokens=m * family.usd_per_m_input_tokens,
                     usd_per_m_output_tokens=m * family.usd_per_m_output_tokens,
                     reference_multiplier=tier.reference_multiplier,
+                    precisions=precisions,
+                    quality_loss=float(info.variant_quality_loss[v]),
                 )
             )
     return tuple(out)

@@ -24,12 +24,14 @@ Steps:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
 import numpy as np
 
+from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.grid import evaluate_grid
@@ -245,12 +247,19 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     if reasons and not s.options.allow_unserved_tiers:
         return Built(s, None, None, None, reasons, (), time.perf_counter() - start)
     warnings.extend(f"planned as unserved: {r}" for r in reasons)
-    demand, info = build_demand(s, quality, unservable)
+    servable_precisions = frozenset(
+        (g.family, g.tier, g.model, PRECISIONS[int(p)])
+        for g in groups
+        for p in np.unique(estimates[g.key][0].weight_precision[g.rows])
+    )
+    demand, info = build_demand(s, quality, unservable, servable_precisions)
     warnings.extend(info.warnings)
-    variant_index = {
-        (int(info.variant_family[i]), info.variant_model[i]): i
-        for i in range(len(info.variant_model))
-    }
+    # A group's rows split over the variants of its model by precision (docs/demand.md).
+    variants_of: dict[tuple[int, str], list[tuple[int, IntArray]]] = {}
+    for i in range(len(info.variant_model)):
+        precisions = np.asarray([PRECISIONS.index(p) for p in info.variant_precisions[i]])
+        key = (int(info.variant_family[i]), info.variant_model[i])
+        variants_of.setdefault(key, []).append((i, precisions))
     lowest = lowest_demand(demand, info.mean_output_tokens)
     no_load = np.zeros(inventory.systems_available.shape[1])
     parts: list[dict[str, np.ndarray]] = []
@@ -258,41 +267,48 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     # Pools of one system (regions) and variants share estimates, and a family's tier has one
     # demand: groups with the same rows, SLO and load prune alike, so each is pruned once.
     pruned: dict[tuple[object, ...], Pruned] = {}
-    for g in groups:
-        configs, est = estimates[g.key]
-        osl = float(g.key[4])
-        devices_per_system = catalog.system(g.key[1]).devices_per_system
-        pack = _packing(est, g.rows, devices_per_system)
-        cols = Columns(
-            systems_per_unit=-(-est.devices_per_replica[g.rows] * pack // devices_per_system),
-            tokens_per_s_per_unit=est.tokens_per_s_per_replica[g.rows] * pack,
-            request_s=est.request_s[g.rows],
-            ttft_floor_s=est.ttft_floor_s[g.rows],
-        )
-        # No card sells the tier with this variant: its candidates can serve nothing anyway.
-        load = lowest.get((g.family, g.tier, variant_index[(g.family, g.model)]), no_load)
-        same = (g.key, g.slo, g.rows.tobytes(), load.tobytes())
-        if same not in pruned:
-            pruned[same] = prune(cols, g.slo, load, osl)
-        kept = pruned[same]
-        rows = g.rows[kept.rows]
-        n = kept.rows.shape[0]
-        chosen.append((configs.take(rows), est.take(rows)))
-        parts.append(
-            {
-                "pool": np.full(n, g.pool),
-                "family": np.full(n, g.family),
-                "tier": np.full(n, g.tier),
-                "variant": np.full(n, variant_index[(g.family, g.model)]),
-                "pack": pack[kept.rows],
-                "spu": cols.systems_per_unit[kept.rows],
-                "capacity": kept.tokens_per_s_per_replica,
-                "cap": kept.utilization_cap,
-                "ttft_slo": np.full(n, np.nan if g.slo.max_ttft_s is None else g.slo.max_ttft_s),
-                "quantile": np.full(n, g.slo.ttft_quantile),
-                "osl": np.full(n, osl),
-            }
-        )
+    for group in groups:
+        configs, est = estimates[group.key]
+        for variant, precisions in variants_of[(group.family, group.model)]:
+            rows = group.rows[np.isin(configs.weight_precision[group.rows], precisions)]
+            if rows.size == 0:
+                continue
+            g = dataclasses.replace(group, rows=rows)
+            osl = float(g.key[4])
+            devices_per_system = catalog.system(g.key[1]).devices_per_system
+            pack = _packing(est, g.rows, devices_per_system)
+            cols = Columns(
+                systems_per_unit=-(-est.devices_per_replica[g.rows] * pack // devices_per_system),
+                tokens_per_s_per_unit=est.tokens_per_s_per_replica[g.rows] * pack,
+                request_s=est.request_s[g.rows],
+                ttft_floor_s=est.ttft_floor_s[g.rows],
+            )
+            # No card sells the tier with this variant: its candidates can serve nothing anyway.
+            load = lowest.get((g.family, g.tier, variant), no_load)
+            same = (g.key, g.slo, g.rows.tobytes(), load.tobytes())
+            if same not in pruned:
+                pruned[same] = prune(cols, g.slo, load, osl)
+            kept = pruned[same]
+            rows = g.rows[kept.rows]
+            n = kept.rows.shape[0]
+            chosen.append((configs.take(rows), est.take(rows)))
+            parts.append(
+                {
+                    "pool": np.full(n, g.pool),
+                    "family": np.full(n, g.family),
+                    "tier": np.full(n, g.tier),
+                    "variant": np.full(n, variant),
+                    "pack": pack[kept.rows],
+                    "spu": cols.systems_per_unit[kept.rows],
+                    "capacity": kept.tokens_per_s_per_replica,
+                    "cap": kept.utilization_cap,
+                    "ttft_slo": np.full(
+                        n, np.nan if g.slo.max_ttft_s is None else g.slo.max_ttft_s
+                    ),
+                    "quantile": np.full(n, g.slo.ttft_quantile),
+                    "osl": np.full(n, osl),
+                }
+            )
     tables, details = _assemble(parts, chosen, inventory, demand, s)
     return Built(s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start)
 

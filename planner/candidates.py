@@ -24,8 +24,9 @@ TTFT floor at least as good -> at least as much capacity in every period, by the
 above); (c) headroom computed best-first, skipping rows whose raw capacity (an upper bound on
 theirs) is already matched in every period by a computed row with no more systems; (d) the
 per-period test on what remains. Tiers without a TTFT SLO have no headroom (cap 1): 2-D (systems
-per replica, raw tokens/s per replica). Quality does not differ between candidates of one group
-(precision is taken as quality-neutral), so nothing else matters to the solver.
+per replica, raw tokens/s per replica). Quality does not differ between candidates of one group (a
+lossy precision's quality cost sits on its own serving variant, docs/demand.md), so nothing else
+matters to the solver.
 """
 
 from __future__ import annotations

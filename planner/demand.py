@@ -14,6 +14,11 @@ per-user tokens/s the offer guarantees: max(tier floor, variant promise); tiers 
 have no speed term. A combo is one offer per sold tier; its share of tier k is
 exp(V_k) / (1 + sum_j exp(V_j)).
 
+A serving variant is a (model, precision class): where the family's choice model weighs quality,
+each lossy class of the searched precisions (``Search.quality_loss`` > 0, e.g. fp4) is its own
+variant with quality q x (1 - loss), so its offers carry the quality cost and its candidates are
+the configurations at those precisions; the lossless precisions form the plain variant.
+
 The forecast is the inside demand (all tiers together) at reference prices, so the market is
 forecast / (1 - S_outside) and demand of tier k under combo m is market x share_k(m), in requests/s,
 times mean output tokens for output tokens/s.
@@ -46,6 +51,11 @@ class DemandInfo:
     variant_model: tuple[str, ...]
     """(variants,): catalog model id of each serving variant."""
     variant_quality: FloatArray
+    variant_precisions: tuple[tuple[str, ...], ...]
+    """(variants,): the searched weight precisions each variant is served at (a lossy precision
+    of a family that weighs quality is its own variant, at the lower quality)."""
+    variant_quality_loss: FloatArray
+    """(variants,): fraction of the model's quality lost at the variant's precisions."""
     offer_speed_tokens_per_s: FloatArray
     """(offers,): per-user tokens/s the offer guarantees (0 = no floor)."""
     sold: np.ndarray
@@ -87,16 +97,38 @@ def logit_shares(alpha: FloatArray, utility_shift: FloatArray) -> FloatArray:
     return e / (np.exp(-top) + e.sum(axis=1))[:, None]
 
 
+def precision_classes(
+    s: Scenario, weighs_quality: bool
+) -> tuple[tuple[float, tuple[str, ...]], ...]:
+    """(quality loss, precisions) classes of the searched precisions, lossless first.
+
+    A family whose choice model weighs quality sells each lossy precision class as its own
+    variant; otherwise every precision serves one variant (quality does not move its demand)."""
+    search = s.options.search
+    if not weighs_quality:
+        return ((0.0, tuple(search.precisions)),)
+    by_loss: dict[float, list[str]] = {}
+    for p in search.precisions:
+        by_loss.setdefault(search.quality_loss.of(p), []).append(p)
+    return tuple((loss, tuple(by_loss[loss])) for loss in sorted(by_loss))
+
+
 def _admitted(
     s: Scenario,
     f: int,
     k: int,
-    variant_by_key: dict[tuple[int, str], int],
+    variant_by_key: dict[tuple[int, str], list[int]],
     unservable: frozenset[tuple[int, int, str]],
+    unservable_variants: frozenset[tuple[int, int]],
 ) -> tuple[int, ...]:
     models = family_variants(s, f, k)
     servable = tuple(m for m in models if (f, k, m) not in unservable)
-    return tuple(variant_by_key[(f, m)] for m in (servable or models))
+    out: list[int] = []
+    for m in servable or models:
+        variants = variant_by_key[(f, m)]
+        kept = [v for v in variants if (k, v) not in unservable_variants]
+        out.extend(kept or variants)
+    return tuple(out)
 
 
 def offer_speed(s: Scenario, tier_index: int, promise: float | None) -> float:
@@ -111,12 +143,14 @@ def build_demand(
     s: Scenario,
     model_quality: dict[str, float],
     unservable: frozenset[tuple[int, int, str]] = frozenset(),
+    servable_precisions: frozenset[tuple[int, int, str, str]] | None = None,
 ) -> tuple[Demand, DemandInfo]:
     """All offers and combos of every family, and demand per (combo, tier, period).
 
     ``unservable`` holds (family, tier, model) triples no candidate can serve: their offers are
     left out, unless that would leave a sold tier with none (then the tier keeps its offers and
-    its demand goes unserved).
+    its demand goes unserved). ``servable_precisions`` (family, tier, model, precision), when
+    given, also leaves out a servable model's precision variants that no candidate serves.
     """
     period_hours = s.options.period_hours
     tiers = s.tiers
@@ -128,16 +162,38 @@ def build_demand(
     variant_model: list[str] = []
     variant_quality: list[float] = []
     variant_promise: list[float | None] = []
+    variant_precisions: list[tuple[str, ...]] = []
+    variant_loss: list[float] = []
+    variant_by_key: dict[tuple[int, str], list[int]] = {}
+    flagship_quality_of: list[float] = []  # at a lossless precision
     for f, fam in enumerate(s.families):
+        classes = precision_classes(s, demand_of[fam.id].choice.quality_weight > 0)
         entries = [(fam.flagship, fam.flagship_quality, None)]
         entries += [(v.model, v.quality, v.min_tokens_per_s_per_user) for v in fam.variants]
         for model, quality, promise in entries:
-            variant_ids.append(f"{fam.id}/{model}")
-            variant_family.append(f)
-            variant_model.append(model)
-            variant_quality.append(model_quality[model] if quality is None else quality)
-            variant_promise.append(promise)
-    variant_by_key = {(variant_family[i], variant_model[i]): i for i in range(len(variant_ids))}
+            base = model_quality[model] if quality is None else quality
+            if model == fam.flagship and len(flagship_quality_of) == f:
+                flagship_quality_of.append(base)
+            for loss, precisions in classes:
+                variant_by_key.setdefault((f, model), []).append(len(variant_ids))
+                suffix = "@" + "+".join(precisions) if loss > 0 else ""
+                variant_ids.append(f"{fam.id}/{model}{suffix}")
+                variant_family.append(f)
+                variant_model.append(model)
+                variant_quality.append(base * (1.0 - loss))
+                variant_precisions.append(precisions)
+                variant_loss.append(loss)
+                variant_promise.append(promise)
+    unservable_variants = frozenset(
+        (k, v)
+        for v in range(len(variant_ids))
+        for k in range(n_tiers)
+        if servable_precisions is not None
+        and not any(
+            (variant_family[v], k, variant_model[v], p) in servable_precisions
+            for p in variant_precisions[v]
+        )
+    )
 
     offer_cols: dict[str, list[float]] = {
         k: [] for k in ("family", "tier", "variant", "multiplier", "price", "speed")
@@ -159,9 +215,12 @@ def build_demand(
             + fam.usd_per_m_input_tokens * d.mean_input_tokens / d.mean_output_tokens
         ) / 1e6
         admitted.append(
-            tuple(_admitted(s, f, k, variant_by_key, unservable) for k in range(n_tiers))
+            tuple(
+                _admitted(s, f, k, variant_by_key, unservable, unservable_variants)
+                for k in range(n_tiers)
+            )
         )
-        flagship_quality = variant_quality[variant_by_key[(f, fam.flagship)]]
+        flagship_quality = flagship_quality_of[f]
         alpha = np.full(n_tiers, -np.inf)
         outside = choice.reference_shares[OUTSIDE]
         per_tier_offers: list[list[int]] = []
@@ -270,6 +329,8 @@ def build_demand(
         variant_family=np.asarray(variant_family, dtype=np.int64),
         variant_model=tuple(variant_model),
         variant_quality=np.asarray(variant_quality),
+        variant_precisions=tuple(variant_precisions),
+        variant_quality_loss=np.asarray(variant_loss, dtype=np.float64),
         offer_speed_tokens_per_s=np.asarray(offer_cols["speed"], dtype=np.float64),
         sold=sold,
         family_variants=tuple(admitted),

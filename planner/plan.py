@@ -31,6 +31,10 @@ class TierPrice(Frozen, kw_only=True):
     usd_per_m_input_tokens: float
     usd_per_m_output_tokens: float
     reference_multiplier: float
+    precisions: tuple[str, ...] = ()
+    """Weight precisions the tier's offer is served at (the variant's precision class)."""
+    quality_loss: float = 0.0
+    """Fraction of the variant's quality lost at those precisions (0 = lossless class)."""
 
 
 class Assignment(Frozen, kw_only=True):

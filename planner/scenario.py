@@ -104,6 +104,26 @@ class Speculative(Frozen, kw_only=True):
     acceptance: Annotated[float, Meta(ge=0, lt=1)] = 0.0
 
 
+class QualityLoss(Frozen, kw_only=True):
+    """Fraction of a variant's quality lost when it is served at a weight precision.
+
+    Defaults from published accuracy-recovery studies: FP8 weights and activations are lossless
+    and tuned INT8 (W8A8) loses 1-3%, INT4 weight-only (W4A16) about as much (Kurtic et al.,
+    "Give Me BF16 or Give Me Death? Accuracy-Performance Trade-Offs in LLM Quantization", ACL
+    2025, Llama 3.1 8B-405B); NVFP4 loses less than 1% against FP8 on key language tasks of
+    DeepSeek-R1-0528 (NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision
+    Inference", June 2025)."""
+
+    bf16: UnitFraction = 0.0
+    fp8: UnitFraction = 0.0
+    fp4: UnitFraction = 0.01
+    int8: UnitFraction = 0.02
+    int4: UnitFraction = 0.02
+
+    def of(self, precision: Precision) -> float:
+        return float(getattr(self, precision))
+
+
 class Search(Frozen, kw_only=True):
     """The configurations the planner may choose from, per (model, system): every valid layout
     crossed with these precisions, batch caps and speculative options. Repeats are evaluated
@@ -115,7 +135,9 @@ class Search(Frozen, kw_only=True):
         "fp8",
         "fp4",
     )
-    """Weight precisions taken as quality-neutral; leave one out if it costs quality."""
+    """Weight precisions searched; a lossy one (``quality_loss`` > 0) is sold as its own offer
+    at the lower quality where the family's choice model weighs quality (docs/demand.md)."""
+    quality_loss: QualityLoss = QualityLoss()
     batch_caps: Annotated[
         tuple[Annotated[int, Meta(ge=1, le=4096)], ...], Meta(min_length=1, max_length=64)
     ] = (

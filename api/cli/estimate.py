@@ -38,6 +38,7 @@ RESULT_COLUMNS = (
     "error",
     "tpot_ms",
     "ttft_ms",
+    "ttft_burst_ms",
     "tokens_per_s_per_user",
     "tokens_per_s_per_device",
     "tokens_per_s_per_replica",
@@ -58,7 +59,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--model")
     p.add_argument("--accelerator")
     p.add_argument("--system", help="system id (default: the accelerator's default system)")
-    p.add_argument("--precision", default="fp8", help="weight precision (bf16, fp8, fp4, int8)")
+    p.add_argument(
+        "--precision", default="fp8", help="weight precision (bf16, fp8, fp4, int8, int4)"
+    )
     p.add_argument("--kv-precision", help="KV-cache precision (default: fp8 with 8/4-bit weights)")
     for name in ("tp", "pp", "dp", "ep"):
         p.add_argument(f"--{name}", type=int, default=1)
@@ -124,6 +127,7 @@ def result_row(configs: Configs, est: Estimate, i: int) -> dict[str, Any]:
         "problem": problem.name.lower(),
         "tpot_ms": num(est.tpot_s[i], 1e3),
         "ttft_ms": num(est.ttft_floor_s[i], 1e3),
+        "ttft_burst_ms": num(est.ttft_burst_s[i], 1e3),
         "tokens_per_s_per_user": num(est.tokens_per_s_per_user[i], digits=1),
         "tokens_per_s_per_device": num(est.tokens_per_s_per_device[i], digits=1),
         "tokens_per_s_per_replica": num(est.tokens_per_s_per_replica[i], digits=1),
@@ -170,6 +174,8 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
         f"comm {row['step_comm_ms']:.2f}, overhead {row['step_overhead_ms']:.2f})",
         f"  TPOT (with prefills)     {row['tpot_ms']:.2f} ms",
         f"  TTFT floor               {row['ttft_ms']:.1f} ms",
+        f"  TTFT in a burst          {row['ttft_burst_ms']:.1f} ms "
+        f"({configs.batch[0]} requests starting together, closed-loop benchmark)",
         f"  tokens/s per user        {row['tokens_per_s_per_user']:.1f}",
         f"  tokens/s per device      {row['tokens_per_s_per_device']:.1f}",
         f"  tokens/s per replica     {row['tokens_per_s_per_replica']:.1f}",

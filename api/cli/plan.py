@@ -164,7 +164,7 @@ def summary(plan: Plan, description: str = "") -> str:
                 [
                     p.family,
                     p.tier,
-                    p.variant,
+                    p.variant + ("@" + "+".join(p.precisions) if p.quality_loss > 0 else ""),
                     f"{p.multiplier:g}",
                     f"{p.reference_multiplier:g}",
                     f"{p.usd_per_m_input_tokens:.3f}",

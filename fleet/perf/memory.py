@@ -7,6 +7,8 @@ Conventions (docs/performance-model.md):
   attention ranks; routed experts are split over all tp x dp devices of the stage (ep groups of
   experts, each expert tensor-parallel over tp x dp / ep devices: same bytes per device).
 - Embedding and LM head stay in BF16, split by tp (and spread over the stages with the layers).
+  4-bit weight formats on an MoE model store only the routed experts at 4 bits; the caller
+  passes the non-expert bytes per parameter (``fleet.catalog.FOUR_BIT``).
 - KV cache: every stream of the replica keeps isl + osl (+ draft) tokens in each of its stage's
   layers, on its dp rank only. GQA splits KV heads over tp (replicated once tp exceeds them); MLA's
   latent is replicated on every tp rank. Sliding-window layers hold at most the window.

@@ -215,20 +215,34 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     ctx_prefill = kv_tokens_held(cached + 0.5 * fresh, full_t, sliding_t, window)
     kv_read_per_stream = kv_per_layer_token * ctx_decode
 
+    fixed_read = tfrac * rbytes * replicated / tp + head_bytes / pp
+    expert_read = tfrac * wbytes * experts / n
+
+    # Compute seconds per token of a stage step: linear layers (non-expert at their precision's
+    # rate, experts at the weight precision's), plus per decode token the LM head and attention
+    # over the decode context, per prefill token attention over the prefill context (at BF16).
+    linear_per_token_s = (
+        2.0 * tfrac * (replicated / (tp * dp) / flops_r + active_experts / n / flops)
+    )
+    decode_per_token_s = head_flops_per_token / (dp * pp * flops_r) + attn_per_ctx * ctx_decode / (
+        dp * attn_flops_rate
+    )
+    prefill_per_token_s = attn_prefill_per_ctx * ctx_prefill / (dp * attn_flops_rate)
+
+    def memory(tokens: FloatArray, streams: FloatArray) -> FloatArray:
+        """Memory seconds of one stage step: weights (experts as touched) and KV."""
+        touched = -np.expm1(tokens * touched_log)
+        return (fixed_read + expert_read * touched + kv_read_per_stream * streams / dp) / bw
+
     def stage(decode_tokens: FloatArray, prefill_tokens: FloatArray, streams: FloatArray):
         """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks)."""
         tokens = decode_tokens + prefill_tokens
-        touched = -np.expm1(tokens * touched_log)
-        weight_read = tfrac * (rbytes * replicated / tp + wbytes * experts * touched / n)
-        memory_s = (weight_read + head_bytes / pp + kv_read_per_stream * streams / dp) / bw
-        linear_r = 2.0 * tfrac * tokens / dp * replicated / tp
-        linear_r = linear_r + decode_tokens / dp * head_flops_per_token / pp
-        linear_e = 2.0 * tfrac * tokens * active_experts / n
-        attention = (
-            attn_per_ctx * decode_tokens * ctx_decode
-            + attn_prefill_per_ctx * prefill_tokens * ctx_prefill
-        ) / dp
-        compute_s = linear_r / flops_r + linear_e / flops + attention / attn_flops_rate
+        memory_s = memory(tokens, streams)
+        compute_s = (
+            tokens * linear_per_token_s
+            + decode_tokens * decode_per_token_s
+            + prefill_tokens * prefill_per_token_s
+        )
         comm_s = stage_comm_s(
             tokens=tokens,
             tp=tp,
@@ -292,9 +306,17 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     # dp rank prefills its batch / dp prompts in full chunks; the mean request is served after
     # half the wave's tokens (plus its own), then one decode step. Later waves arrive staggered
     # by the first one's spread: a request waits for the step in flight, then its prefill.
+    # A burst pass of b = chunk x dp tokens, from the one-prompt pass of `first` tokens: compute
+    # is linear in the prompt tokens; communication and hops are affine in the tokens of a step
+    # (fleet.perf.comm; tests/fleet/test_prefill_precision.py checks it), their slope read off
+    # the decode and mixed steps, which differ by `chunk` tokens.
     rank_tokens = np.ceil(batch / dp) * fresh
     burst_chunk = np.minimum(rank_tokens, PREFILL_CHUNK_TOKENS)
-    comp_b, mem_b, comm_b, hops_b = stage(zero, burst_chunk * dp, one)
+    extra = burst_chunk * dp - first
+    comp_b = comp_p * (burst_chunk * dp / first)
+    mem_b = memory(burst_chunk * dp, one)
+    comm_b = comm_p + (comm_a - comm_d) / chunk * extra
+    hops_b = hops_p + (hops_a - hops_d) / chunk * extra
     burst_passes = 0.5 * (rank_tokens + fresh) / burst_chunk
     burst_pass_s = _roof(comp_b, mem_b) + comm_b
     first_wave = (burst_passes + pp - 1.0) * burst_pass_s + hops_b + burst_passes * overhead

@@ -8,6 +8,7 @@ import numpy as np
 from fleet.catalog import BYTES_PER_ELEMENT, Catalog
 from fleet.catalog.params import param_breakdown
 from fleet.perf.arrays import CatalogArrays
+from fleet.perf.comm import pipeline_hop_s, stage_comm_s
 from fleet.perf.configs import INT4, make_configs
 from fleet.perf.model import PREFILL_CHUNK_TOKENS, estimate
 from fleet.perf.types import Problem
@@ -119,3 +120,28 @@ def test_int4_is_weight_only_with_a_bf16_kv_cache(catalog: Catalog, arrays: Cata
     assert est.problem[2] == Problem.PRECISION_UNSUPPORTED
     assert catalog.accelerator("h100-sxm").runs("int4")
     assert "int4" not in catalog.accelerator("h100-sxm").native_precisions
+
+
+def test_stage_communication_is_affine_in_tokens() -> None:
+    """The burst TTFT extrapolates a stage's communication and pipeline hops linearly in its
+    tokens from two evaluated steps (fleet.perf.model); that needs both to be affine."""
+    rng = np.random.default_rng(0)
+    n = 256
+    layout = {
+        "tp": rng.choice([1.0, 2.0, 4.0, 8.0], n),
+        "dp": rng.choice([1.0, 2.0, 8.0], n),
+        "ep": rng.choice([1.0, 2.0, 8.0], n),
+        "hidden_size": rng.choice([4096.0, 7168.0], n),
+        "experts_per_token": rng.choice([0.0, 4.0, 8.0], n),
+        "dense_layers": rng.uniform(0, 10, n),
+        "moe_layers": rng.uniform(0, 60, n),
+        "link_bytes_per_s": rng.uniform(1e10, 1e12, n),
+        "hop_s": rng.uniform(1e-6, 1e-5, n),
+        "call_s": rng.uniform(0, 1e-5, n),
+    }
+    a, b, c = (rng.uniform(1, 2e4, n) for _ in range(3))
+    comm = [stage_comm_s(tokens=t, **layout) for t in (a, b, c)]
+    np.testing.assert_allclose((comm[1] - comm[0]) / (b - a), (comm[2] - comm[0]) / (c - a))
+    hop = {"hidden_size": layout["hidden_size"], "link_bytes_per_s": layout["link_bytes_per_s"]}
+    hops = [pipeline_hop_s(tokens=t, latency_s=1e-6, **hop) for t in (a, b, c)]
+    np.testing.assert_allclose((hops[1] - hops[0]) / (b - a), (hops[2] - hops[0]) / (c - a))

@@ -125,8 +125,9 @@ def test_quality_and_speed_of_a_distilled_fast_variant(tiny_with) -> None:
 
     s = _scenario(tiny_with, edit)
     demand, info = build_demand(s, QUALITY)
-    flagship, distilled = 0, 1
-    assert info.variant_model == ("llama-3.1-70b", "llama-3.1-8b")
+    # quality_weight > 0: fp4 (lossy) is each model's second variant (test below).
+    flagship, distilled = 0, 2
+    assert info.variant_model == ("llama-3.1-70b", "llama-3.1-70b", "llama-3.1-8b", "llama-3.1-8b")
     a = _combo(demand, 0, {0: 1.0, 1: 2.0}, {1: flagship})
     b = _combo(demand, 0, {0: 1.0, 1: 2.0}, {1: distilled})
     assert int(demand.reference_combo[0]) == a
@@ -233,3 +234,42 @@ def test_logit_shares_properties(shares: list[float], shifts: list[float], bump:
     after = logit_shares(alpha, worse)
     assert after[0, 0] < out[0, 0]
     assert np.all(after[0, 1:] >= out[0, 1:])
+
+
+def test_a_lossy_precision_is_its_own_offer_at_lower_quality(tiny_with) -> None:
+    """With quality weighed, fp4 (1% quality loss by default) serves a variant of its own:
+    its offers carry the quality cost; bf16 and fp8 (lossless) serve the plain variant. Without
+    a quality weight the menu is one variant for all precisions, as before."""
+
+    def weighed(doc: dict[str, Any]) -> None:
+        doc["demand"][0]["choice"]["quality_weight"] = 0.5
+        doc["options"] = {"search": {"quality_loss": {"fp4": 0.04}}}
+
+    s = _scenario(tiny_with, weighed)
+    demand, info = build_demand(s, QUALITY)
+    assert demand.variant_ids == ("llama-8b/llama-3.1-8b", "llama-8b/llama-3.1-8b@fp4")
+    assert info.variant_precisions == (("bf16", "fp8"), ("fp4",))
+    np.testing.assert_allclose(info.variant_quality, [16.0, 16.0 * 0.96])
+    np.testing.assert_allclose(info.variant_quality_loss, [0.0, 0.04])
+    plain = _combo(demand, 0, {0: 1.0, 1: 2.0}, {0: 0, 1: 0})
+    lossy = _combo(demand, 0, {0: 1.0, 1: 2.0}, {0: 0, 1: 1})
+    assert int(demand.reference_combo[0]) == plain
+    odds = lambda d: d[1] / (50 / 0.7 * 400 - d.sum())  # noqa: E731
+    np.testing.assert_allclose(
+        odds(demand.tokens_per_s[lossy, :, 10]) / odds(demand.tokens_per_s[plain, :, 10]),
+        math.exp(0.5 * (16.0 * 0.96 - 16.0)),
+        rtol=1e-9,
+    )
+    # (3 multipliers x 2 variants) x (4 x 2) cards.
+    assert demand.combo_offer.shape[0] == (3 * 2) * (4 * 2)
+    # Servable precisions prune the variants no candidate serves (here fp4 of fast).
+    served = frozenset(
+        {(0, 0, "llama-3.1-8b", p) for p in ("bf16", "fp4")} | {(0, 1, "llama-3.1-8b", "fp8")}
+    )
+    cut, cut_info = build_demand(s, QUALITY, frozenset(), served)
+    assert cut_info.family_variants[0] == ((0, 1), (0,))
+    assert cut.combo_offer.shape[0] == (3 * 2) * 4
+
+    unweighed, unweighed_info = build_demand(_scenario(tiny_with), QUALITY)
+    assert unweighed.variant_ids == ("llama-8b/llama-3.1-8b",)
+    assert unweighed_info.variant_precisions == (("bf16", "fp8", "fp4"),)
