@@ -8,7 +8,8 @@ process(es) — and never at import time.
 
 Routes: ``/v1/plans`` (api.controllers.plans), ``/v1/catalog/*``, ``/v1/estimate`` and
 ``/v1/frontier`` (api.controllers.perf), ``/health``; OpenAPI at ``/schema`` (Swagger UI there,
-also ``/schema/redoc``, JSON at ``/schema/openapi.json``).
+also ``/schema/redoc``, JSON at ``/schema/openapi.json``). ``api.security.guard`` checks every
+request before its body is read: the bearer token when one is set, and no CORS-simple POSTs.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from api.controllers.perf import PerfController
 from api.controllers.plans import PlanController
 from api.errors import EXCEPTION_HANDLERS
 from api.jobs import JobRunner
+from api.request import FareboxRequest
+from api.security import guard
 from api.services import PlanService
 from api.settings import Settings
 from api.store import Store
@@ -90,7 +93,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "compute": Provide(lambda: compute, use_cache=True, sync_to_thread=False),
         },
         exception_handlers=dict(EXCEPTION_HANDLERS),
+        guards=[guard],
         request_max_body_size=settings.max_body_bytes,
+        request_class=FareboxRequest,
         lifespan=[lifespan],
         state=State({"settings": settings}),
         openapi_config=OpenAPIConfig(

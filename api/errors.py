@@ -14,10 +14,20 @@ errors, ...)                                    unknown accelerator/model ids, t
                                                 an SLO no configuration can meet
 ``litestar`` validation of a query     400     malformed parameters (``?wait=soon``)
 or path parameter
+``BadBody``: a JSON body that is not   400     invalid UTF-8, nested too deeply, malformed,
+JSON, or was cut short                          the client left before sending all of it
+``NotAuthorizedException``             401     ``FAREBOX_API_TOKEN`` is set and the bearer token
+(``api.security``)                              is missing or wrong
 ``NotFound``                           404     no plan, report table or route by that name
+``IdempotencyConflict``                409     an ``Idempotency-Key`` reused with another body
+(``api.services``)
+``UnsupportedMediaType``               415     a POST as text/plain or a form (a cross-site
+(``api.security``)                              "simple request"); bodies are JSON
 ``RequestEntityTooLarge``              413     body over ``Settings.max_body_bytes``
 ``QueueFull``                          503     the plan queue is full; ``Retry-After`` says when
                                                 to try again
+``StoreError``, ``sqlite3.Error``      503     the SQLite file is corrupt, unwritable or busy
+                                                (``/health`` says the same); logged
 anything else                          500     a bug; logged with its traceback
 =====================================  ======  ==================================================
 """
@@ -26,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -40,6 +51,7 @@ from litestar.status_codes import (
 )
 from msgspec import Struct
 
+from api.store import StoreError, store_error
 from fleet.errors import InputError
 
 log = logging.getLogger("farebox.api")
@@ -52,7 +64,7 @@ class ErrorBody(Struct, frozen=True, kw_only=True, omit_defaults=True):
     status_code: int
     error: str
     """``invalid_input``, ``bad_request``, ``not_found``, ``too_large``, ``queue_full``,
-    ``internal``, or the lower-cased HTTP reason for other framework errors."""
+    ``store``, ``internal``, or the lower-cased HTTP reason for other framework errors."""
     detail: str
     field: str | None = None
     plan_id: str | None = None
@@ -65,6 +77,14 @@ class ParameterError(InputError):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field}: {problem}")
         self.field = field
+
+
+class BadBody(Exception):
+    """A request body that cannot be read or is not JSON (``api.request``); field ``$``."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"$: {problem}")
+        self.detail = f"$: {problem}"
 
 
 class NotFound(Exception):
@@ -101,6 +121,14 @@ def _on_input_error(_: Request[Any, Any, Any], err: InputError) -> Response[Erro
     return _respond(input_error_body(err))
 
 
+def _on_bad_body(_: Request[Any, Any, Any], err: BadBody) -> Response[ErrorBody]:
+    return _respond(
+        ErrorBody(
+            status_code=HTTP_400_BAD_REQUEST, error="bad_request", detail=err.detail, field="$"
+        )
+    )
+
+
 def _on_not_found(_: Request[Any, Any, Any], err: NotFound) -> Response[ErrorBody]:
     return _respond(
         ErrorBody(
@@ -114,6 +142,16 @@ def _on_queue_full(_: Request[Any, Any, Any], err: QueueFull) -> Response[ErrorB
     return _respond(body, {"Retry-After": str(err.retry_after_s)})
 
 
+def _on_store_error(
+    request: Request[Any, Any, Any], err: StoreError | sqlite3.Error
+) -> Response[ErrorBody]:
+    if not isinstance(err, StoreError):
+        err = store_error(request.app.state["settings"].db_path, err)
+    log.error("%s %s: %s", request.method, request.url.path, err)
+    body = ErrorBody(status_code=HTTP_503_SERVICE_UNAVAILABLE, error="store", detail=err.status)
+    return _respond(body)
+
+
 def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Response[ErrorBody]:
     """Litestar's own validation (query/path parameters, typed JSON bodies): name the parameter
     or the body path (``$.configs[0].tp``) and the problem."""
@@ -122,6 +160,8 @@ def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Respo
     field = first.get("key")
     message = str(first.get("message") or err.detail)
     if field is not None and first.get("source") == "body":
+        if field == "data" and message == "'data'":  # Litestar's KeyError: no body at all
+            message = "empty body; expected a JSON object"
         field = "$" if field == "data" else f"$.{field}"
         if unknown := _UNKNOWN_FIELD.match(message):
             field, message = f"{field}.{unknown.group(1)}", "unknown field"
@@ -132,8 +172,17 @@ def _on_validation(_: Request[Any, Any, Any], err: ValidationException) -> Respo
 
 
 def _on_http(request: Request[Any, Any, Any], err: HTTPException) -> Response[ErrorBody]:
-    kinds = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+    kinds = {
+        401: "unauthorized",
+        404: "not_found",
+        405: "method_not_allowed",
+        409: "conflict",
+        413: "too_large",
+        415: "unsupported_media_type",
+    }
     detail = err.detail
+    if err.status_code >= 500:
+        log.error("%s %s: %d %s", request.method, request.url.path, err.status_code, detail)
     if err.status_code == 413:
         limit = request.route_handler.resolve_request_max_body_size()
         detail = f"request body over the limit of {limit} bytes"
@@ -158,8 +207,11 @@ def _on_bug(request: Request[Any, Any, Any], err: Exception) -> Response[ErrorBo
 
 EXCEPTION_HANDLERS: Mapping[type[Exception], Callable[..., Response[ErrorBody]]] = {
     InputError: _on_input_error,
+    BadBody: _on_bad_body,
     NotFound: _on_not_found,
     QueueFull: _on_queue_full,
+    StoreError: _on_store_error,
+    sqlite3.Error: _on_store_error,
     ValidationException: _on_validation,
     HTTPException: _on_http,
     Exception: _on_bug,

@@ -10,7 +10,8 @@ when woken by a new request:
 4. claims queued plans (oldest first) while fewer than ``workers`` solves run.
 
 Each solve is one process started from a ``forkserver`` that imported the planner once (a start
-costs milliseconds and the process shares nothing mutable with the server). Cancellation kills
+costs milliseconds and the process shares nothing mutable with the server), its address space
+capped at ``solver_memory_mb`` (``worker.limited``). Cancellation kills
 that process (SIGKILL): a solve holds no resource that needs cleaning up, and its result is
 written only by this runner, only while the plan is still running. The queue is the ``queued``
 rows of the database; its bound is checked when a request is accepted (``Store.enqueue``).
@@ -27,6 +28,7 @@ import logging
 import multiprocessing
 import os
 import socket
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -110,7 +112,10 @@ class JobRunner:
         tasks = [job.task for job in jobs if job.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=10)
-        await self._call(self.store.release, self.owner)
+        try:
+            await self._call(self.store.release, self.owner)
+        except sqlite3.Error as err:  # a broken store: their leases expire instead
+            log.error("could not give running plans back to the queue: %s", err)
 
     def wake(self) -> None:
         """A plan was queued: look for work now rather than at the next poll."""
@@ -180,8 +185,10 @@ class JobRunner:
     async def _launch(self, claim: Claim) -> None:
         receiver, sender = self._context.Pipe(duplex=False)
         process = self._context.Process(
-            target=self._target,
+            target=worker.limited,
             args=(
+                self._target,
+                self.settings.solver_memory_mb * worker.MIB,
                 sender,
                 claim.request,
                 claim.time_limit_s,
@@ -243,7 +250,11 @@ class JobRunner:
             )
             await self._call(self.store.finish_failed, plan_id, owner, FailureKind.TIMEOUT, reason)
         elif result is None:
-            reason = f"the solver process died (exit code {job.process.exitcode})"
+            reason = (
+                f"the solver process died (exit code {job.process.exitcode}); a solve that "
+                f"needs more than its {self.settings.solver_memory_mb} MiB of memory "
+                "(FAREBOX_SOLVER_MEMORY_MB) may end this way"
+            )
             await self._call(self.store.finish_failed, plan_id, owner, FailureKind.CRASH, reason)
         elif result[0] == "done":
             await self._call(self.store.finish_done, plan_id, owner, result[1], result[2])

@@ -21,12 +21,18 @@ from fleet.catalog.schema import Id, Precision
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
 from fleet.perf.explain import describe_problem
-from fleet.perf.frontier import DEFAULT_BATCHES
+from fleet.perf.frontier import DEFAULT_BATCHES, supported_precisions
+from fleet.perf.grid import grid_size, search_options
 from fleet.perf.types import Bound, Configs, Estimate, Problem
 
 PositiveInt = Annotated[int, Meta(gt=0, le=1_000_000)]
 Degree = Annotated[int, Meta(gt=0, le=4096)]
 MAX_ROWS = 4096
+MAX_FRONTIER_CONFIGS = 250_000
+"""Configurations one frontier request may evaluate (layouts x precisions x batches x
+speculative options): ~1 KB of memory each while evaluated, so at most ~0.3 GB and about a second
+of CPU. The catalog's widest grid at the defaults (all four precisions, 11 batches, no
+speculation) is ~38,000: qwen3-30b-a3b on the groqrack, 857 layouts."""
 
 
 class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -72,8 +78,8 @@ class FrontierRequest(Frozen):
     accelerator: Id | None = None
     isl: PositiveInt = 1024
     osl: PositiveInt = 256
-    precisions: tuple[Precision, ...] | None = None
-    """Default: every precision the accelerator runs."""
+    precisions: Annotated[tuple[Precision, ...], Meta(min_length=1, max_length=8)] | None = None
+    """Default: every precision the accelerator runs. Repeats are evaluated once."""
     batches: Annotated[tuple[PositiveInt, ...], Meta(min_length=1, max_length=64)] = DEFAULT_BATCHES
     speculative: Annotated[tuple[SpecOption, ...], Meta(max_length=16)] = (
         SpecOption(draft_tokens=0, acceptance=0.0),
@@ -148,6 +154,27 @@ def resolve_system(
             f"{', '.join(catalog.accelerators)}"
         )
     return catalog.default_system(accelerator).id
+
+
+def check_frontier_size(catalog: Catalog, data: FrontierRequest, system: str) -> None:
+    """Refuse a frontier over ``MAX_FRONTIER_CONFIGS`` configurations before evaluating it,
+    naming the longest list (the one to shorten) and the limit."""
+    precisions = data.precisions or supported_precisions(catalog, system)
+    spec = tuple((o.draft_tokens, o.acceptance) for o in data.speculative)
+    n = grid_size(
+        catalog, data.model, system, batches=data.batches, precisions=precisions, spec=spec
+    )
+    if n <= MAX_FRONTIER_CONFIGS:
+        return
+    precs, batches, options = search_options(precisions, data.batches, spec)
+    lists = {"batches": len(batches), "speculative": len(options), "precisions": len(precs)}
+    field = max(lists, key=lambda name: lists[name])
+    n_layouts = n // (len(precs) * len(batches) * len(options))
+    raise InputError(
+        f"$.{field}: this frontier would evaluate {n:,} configurations ({n_layouts} layouts x "
+        f"{len(precs)} precisions x {len(batches)} batches x {len(options)} speculative options), "
+        f"over the limit of {MAX_FRONTIER_CONFIGS:,}; ask for fewer {field}"
+    )
 
 
 def check_model(catalog: Catalog, model: str, where: str) -> None:

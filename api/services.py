@@ -6,24 +6,30 @@ processes (``api.jobs``). Controllers get these objects by dependency injection.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import sqlite3
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio.to_thread
 import msgspec
+from litestar.exceptions import HTTPException
+from litestar.status_codes import HTTP_409_CONFLICT
 
 from api.compute import Compute
 from api.errors import NotFound, ParameterError, QueueFull
 from api.jobs import JobRunner
 from api.settings import Settings
-from api.store import PlanRecord, PlanStatus, Store
+from api.store import KeyedPlan, PlanRecord, PlanStatus, Store, store_error
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
 from planner.build import build_inventory, screen
 from planner.scenario import Scenario
 from planner.scenario_check import check_catalog, decode_scenario, horizon_hours
+from planner.workload import check_workload, workload
 
 T = TypeVar("T")
 
@@ -33,6 +39,32 @@ _ENCODER = msgspec.json.Encoder()
 async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
     """Short blocking I/O (SQLite) off the event loop; CPU work goes through ``Compute``."""
     return await anyio.to_thread.run_sync(fn, *args)
+
+
+MAX_KEY_LENGTH = 255
+
+
+class IdempotencyConflict(HTTPException):
+    status_code = HTTP_409_CONFLICT
+
+
+def check_idempotency_key(key: str | None) -> str | None:
+    """An ``Idempotency-Key`` header: 1-255 printable ASCII characters."""
+    if key is None:
+        return None
+    if not 0 < len(key) <= MAX_KEY_LENGTH or not all(" " < c <= "~" for c in key):
+        raise ParameterError(
+            "Idempotency-Key",
+            f"must be 1-{MAX_KEY_LENGTH} printable ASCII characters without spaces (e.g. a UUID)",
+        )
+    return key
+
+
+def request_fingerprint(body: bytes, time_limit_s: float | None) -> str:
+    """What an idempotent replay must repeat: the body's bytes and the time limit asked."""
+    digest = hashlib.sha256(body)
+    digest.update(f"\n{time_limit_s!r}".encode())
+    return digest.hexdigest()
 
 
 class PlanService:
@@ -54,7 +86,8 @@ class PlanService:
 
     def validate(self, body: bytes) -> Scenario:
         """Everything that can be checked without solving: schema, references, catalog ids,
-        the server's horizon cap, and that every sold tier has a configuration meeting its SLOs
+        the server's horizon cap, the work the search asks for (``planner.workload``, counted
+        before any of it is done), and that every sold tier has a configuration meeting its SLOs
         (``planner.build.screen``: the performance model and SLO filter, no demand or queueing).
         Raises InputError naming the field."""
         scenario = decode_scenario(body, "json")
@@ -65,6 +98,12 @@ class PlanService:
                 f"$.demand[0]: horizon of {hours} hours exceeds this server's limit of "
                 f"{self.settings.max_horizon_hours} hours"
             )
+        check_workload(
+            scenario,
+            workload(scenario, self.catalog),
+            max_configurations=self.settings.max_configurations,
+            max_checks=self.settings.max_slo_checks,
+        )
         if not scenario.options.allow_unserved_tiers:
             pool_max = build_inventory(scenario, self.catalog).systems_available.max(axis=1)
             reasons = screen(scenario, self.catalog, self.arrays, pool_max).reasons
@@ -85,24 +124,61 @@ class PlanService:
             )
         return scenario.options.time_limit_s
 
-    async def submit(self, body: bytes, time_limit_s: float | None) -> PlanRecord:
-        """Validate, then commit the request as a queued plan (durable before we answer)."""
+    async def check_queue(self) -> None:
+        """QueueFull (503) when ``queue_max`` plans wait: called before a body is decoded, so
+        an overloaded server refuses in milliseconds whatever the body asks for. (``enqueue``
+        checks again atomically.)"""
+        if (await self.counts())[PlanStatus.QUEUED] >= self.settings.queue_max:
+            raise QueueFull(self.settings.queue_max, self.settings.retry_after_s)
+
+    async def submit(
+        self, body: bytes, time_limit_s: float | None, key: str | None = None
+    ) -> tuple[PlanRecord, bool]:
+        """Validate, then commit the request as a queued plan (durable before we answer).
+
+        With an idempotency ``key`` already used by the same request (same body bytes and
+        ``time_limit_s``), the plan it created is returned instead and nothing is validated or
+        queued: the second item of the answer is True for such a replay. The same key with
+        another request is an IdempotencyConflict (409)."""
+        fingerprint = request_fingerprint(body, time_limit_s)
+        if key is not None:
+            keyed = await _off_loop(self.store.keyed_plan, key)
+            if keyed is not None:
+                return await self._replay(keyed, fingerprint), True
+        await self.check_queue()
         scenario = await self.compute.run(self.validate, body)
         limit = self.time_limit(scenario, time_limit_s)
         plan_id = uuid.uuid4().hex
         request = _ENCODER.encode(scenario)
-        accepted = await _off_loop(
-            self.store.enqueue,
-            plan_id,
-            scenario.meta.name,
-            request,
-            limit,
-            self.settings.queue_max,
-        )
+        name, queue_max = scenario.meta.name, self.settings.queue_max
+        accepted: KeyedPlan | bool
+        if key is None:
+            accepted = await _off_loop(self.store.enqueue, plan_id, name, request, limit, queue_max)
+        else:
+            accepted = await _off_loop(
+                self.store.enqueue_keyed,
+                key,
+                fingerprint,
+                plan_id,
+                name,
+                request,
+                limit,
+                queue_max,
+            )
+            if isinstance(accepted, KeyedPlan):  # a concurrent request took the key first
+                return await self._replay(accepted, fingerprint), True
         if not accepted:
             raise QueueFull(self.settings.queue_max, self.settings.retry_after_s)
         self.runner.wake()
-        return await self.get(plan_id)
+        return await self.get(plan_id), False
+
+    async def _replay(self, keyed: KeyedPlan, fingerprint: str) -> PlanRecord:
+        if not hmac.compare_digest(keyed.fingerprint, fingerprint):
+            raise IdempotencyConflict(
+                detail=f"Idempotency-Key: already used by another request (plan "
+                f"{keyed.plan_id}); use a new key for a different scenario or time limit"
+            )
+        return await self.get(keyed.plan_id)
 
     def check_wait(self, wait_s: float | None) -> None:
         if wait_s is not None and wait_s > self.settings.max_wait_s:
@@ -173,3 +249,15 @@ class PlanService:
 
     async def counts(self) -> dict[PlanStatus, int]:
         return await _off_loop(self.store.counts)
+
+    async def check_store(self) -> dict[PlanStatus, int]:
+        """``Store.probe`` (raises StoreError), then the plan counts."""
+
+        def check() -> dict[PlanStatus, int]:
+            self.store.probe()
+            try:
+                return self.store.counts()
+            except sqlite3.Error as err:
+                raise store_error(self.store.path, err) from None
+
+        return await _off_loop(check)

@@ -21,13 +21,17 @@ FAREBOX_MAX_BODY_BYTES          largest request body                        4 Mi
 FAREBOX_MAX_HORIZON_HOURS       longest horizon a request may plan, hours   1344 (8 weeks)
 FAREBOX_MAX_ATTEMPTS            restarts after which a plan is failed       3
 FAREBOX_RETRY_AFTER_S           Retry-After (s) of a 503, queue full        10
+FAREBOX_MAX_CONFIGURATIONS      configurations a plan may evaluate          2,000,000
+FAREBOX_MAX_SLO_CHECKS          configuration x (tier, pool) SLO checks     12,000,000
+FAREBOX_SOLVER_MEMORY_MB        address space of one solver process, MiB   8192
+FAREBOX_API_TOKEN               bearer token every /v1 route requires       none (open)
 ==============================  ==========================================  =======================
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.errors import InputError
@@ -48,8 +52,10 @@ class Settings:
     """Plans that may wait for a worker; one more is refused with 503."""
     max_time_limit_s: float = 900.0
     kill_grace_s: float = 60.0
-    """Wall time allowed beyond the solver time limit (building tables, writing the report)
-    before the worker process is killed and the plan failed."""
+    """Wall time allowed beyond the plan's time limit before the worker process is killed and
+    the plan failed. The limit itself covers building the tables and the solve (the worker stops
+    itself when it runs out); the grace is for naming the plan and writing its report, and is
+    the backstop for a solver that overruns its limit."""
     max_wait_s: float = 120.0
     max_body_bytes: int = 4 * MIB
     max_horizon_hours: int = 1344
@@ -57,6 +63,18 @@ class Settings:
     max_attempts: int = 3
     """A plan whose solve was interrupted by a server crash this many times is failed."""
     retry_after_s: int = 10
+    max_configurations: int = 2_000_000
+    """A plan's search grids (``planner.workload``), refused at POST when larger: 3.5x the
+    frontier-lab week's 576,774, ~0.7 GB while screening."""
+    max_slo_checks: int = 12_000_000
+    """A plan's configuration x (family, tier, variant, pool) SLO checks: 2.5x the frontier-lab
+    week's 4.9 million."""
+    solver_memory_mb: int = 8192
+    """RLIMIT_AS of each solver process: 5x the 1.5 GB address space the frontier-lab week's
+    solve peaks at. A solve over it fails instead of taking the machine's memory."""
+    api_token: str | None = field(default=None, repr=False)
+    """When set, every /v1 route needs ``Authorization: Bearer <token>`` (``/health`` and the
+    OpenAPI schema stay open)."""
     lease_s: float = 15.0
     """A running plan whose server stopped renewing its lease this long ago runs again."""
     poll_s: float = 0.25
@@ -85,6 +103,10 @@ class Settings:
             max_horizon_hours=_int(environ, "FAREBOX_MAX_HORIZON_HOURS", 1344, lo=1),
             max_attempts=_int(environ, "FAREBOX_MAX_ATTEMPTS", 3, lo=1),
             retry_after_s=_int(environ, "FAREBOX_RETRY_AFTER_S", 10, lo=1),
+            max_configurations=_int(environ, "FAREBOX_MAX_CONFIGURATIONS", 2_000_000, lo=1),
+            max_slo_checks=_int(environ, "FAREBOX_MAX_SLO_CHECKS", 12_000_000, lo=1),
+            solver_memory_mb=_int(environ, "FAREBOX_SOLVER_MEMORY_MB", 8192, lo=256),
+            api_token=environ.get("FAREBOX_API_TOKEN") or None,
             parent_pid=_int(environ, "FAREBOX_PARENT_PID", 0, lo=0) or None,
         )
 

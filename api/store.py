@@ -16,6 +16,10 @@ runs. A plan whose lease expired (its runner's process died) is queued again by 
 most ``max_attempts`` times. Results are written only by the lease holder, and only while the
 plan is still running, so a cancelled plan never turns into done.
 
+One ``farebox serve`` serves a file at a time (``api.server_lock``); ``initialize`` and ``probe``
+raise ``StoreError`` naming the file and whether it is corrupt or unwritable, which ``farebox
+serve`` prints as one line and ``/health`` reports as 503.
+
 SQLite runs in WAL mode (readers never wait for the writer) with ``synchronous=NORMAL``: a
 committed transaction survives the death of the process (kill -9); only a power loss may drop the
 last transactions before a checkpoint. Each thread gets its own connection.
@@ -41,6 +45,42 @@ class PlanStatus(StrEnum):
 
 
 FINISHED = (PlanStatus.DONE, PlanStatus.FAILED, PlanStatus.CANCELLED)
+
+SEQ_MAX = 2**63 - 1
+"""Largest ``seq`` (SQLite's INTEGER is a signed 64-bit number): the bound of a page cursor."""
+
+
+class StoreError(Exception):
+    """The SQLite file cannot serve: ``kind`` is "corrupt", "unwritable" or "busy"."""
+
+    def __init__(self, path: Path, kind: str, problem: str) -> None:
+        super().__init__(f"{path}: store {kind}: {problem}")
+        self.path = path
+        self.kind = kind
+        self.problem = problem
+
+    @property
+    def status(self) -> str:
+        """``store unwritable: /data/farebox.sqlite: attempt to write a readonly database``"""
+        return f"store {self.kind}: {self.path}: {self.problem}"
+
+
+_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+def store_error(path: Path, err: sqlite3.Error | OSError) -> StoreError:
+    """Classify a SQLite or file-system error by SQLite's result code."""
+    if isinstance(err, OSError):
+        return StoreError(path, "unwritable", err.strerror or str(err))
+    name = getattr(err, "sqlite_errorname", "") or ""
+    if name.startswith(_CORRUPT):
+        kind = "corrupt"
+    elif name.startswith(_BUSY):
+        kind = "busy"
+    else:  # READONLY, CANTOPEN, IOERR, FULL, PERM, ...
+        kind = "unwritable"
+    return StoreError(path, kind, f"{err} ({name})" if name else str(err))
 
 
 class FailureKind(StrEnum):
@@ -74,11 +114,21 @@ CREATE TABLE IF NOT EXISTS plans (
     plan BLOB
 );
 CREATE INDEX IF NOT EXISTS plans_status ON plans (status, seq);
+CREATE TABLE IF NOT EXISTS health (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    checked_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS reports (
     plan_id TEXT NOT NULL REFERENCES plans (id) ON DELETE CASCADE,
     name TEXT NOT NULL,
     parquet BLOB NOT NULL,
     PRIMARY KEY (plan_id, name)
+);
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    key TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    plan_id TEXT NOT NULL REFERENCES plans (id) ON DELETE CASCADE,
+    created_at REAL NOT NULL
 );
 """
 
@@ -108,6 +158,14 @@ class PlanRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class KeyedPlan:
+    """The plan an ``Idempotency-Key`` created, and the fingerprint of the request that did."""
+
+    plan_id: str
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
 class Claim:
     id: str
     request: bytes
@@ -124,13 +182,37 @@ class Store:
         self._local = threading.local()
 
     def initialize(self) -> None:
-        """Create the directory, the file and the tables; switch the file to WAL."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = self._conn()
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise RuntimeError(f"{self.path}: SQLite refused WAL mode (got {mode!r})")
-        conn.executescript(_SCHEMA)
+        """Create the directory, the file and the tables; switch the file to WAL; then
+        ``probe``. Raises StoreError naming the file when it cannot serve."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._conn()
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(self.path, "unwritable", f"SQLite refused WAL mode ({mode!r})")
+            conn.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as err:
+            self.close()
+            raise store_error(self.path, err) from None
+        self.probe()
+
+    def probe(self) -> None:
+        """Check that the file still serves, on a fresh connection (a long-lived one keeps
+        reading pages from its cache after the file changed under it): read the header, the
+        schema and the status index, and commit one tiny write. Raises StoreError."""
+        try:
+            conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
+        except sqlite3.Error as err:
+            raise store_error(self.path, err) from None
+        try:
+            conn.execute("SELECT status, count(*) FROM plans GROUP BY status").fetchall()
+            conn.execute(
+                "INSERT OR REPLACE INTO health (id, checked_at) VALUES (1, ?)", (self.clock(),)
+            )
+        except sqlite3.Error as err:
+            raise store_error(self.path, err) from None
+        finally:
+            conn.close()
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -172,7 +254,7 @@ class Store:
             conn.execute("COMMIT")
             return True
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     def get(self, plan_id: str, *, with_plan: bool = False) -> PlanRecord | None:
@@ -254,6 +336,61 @@ class Store:
         )
         return [name for (name,) in rows]
 
+    # -- idempotency keys (POST /v1/plans) ---------------------------------------------------
+    # A key lives as long as its plan: deleting the plan frees the key (ON DELETE CASCADE).
+
+    def keyed_plan(self, key: str) -> KeyedPlan | None:
+        row = (
+            self._conn()
+            .execute("SELECT plan_id, fingerprint FROM idempotency_keys WHERE key = ?", (key,))
+            .fetchone()
+        )
+        return KeyedPlan(plan_id=row[0], fingerprint=row[1]) if row else None
+
+    def enqueue_keyed(
+        self,
+        key: str,
+        fingerprint: str,
+        plan_id: str,
+        name: str,
+        request: bytes,
+        time_limit_s: float,
+        queue_max: int,
+    ) -> KeyedPlan | bool:
+        """``enqueue`` and record ``key`` -> the plan in one transaction. When another request
+        took the key first, nothing is written and its ``KeyedPlan`` is returned."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(
+                "SELECT plan_id, fingerprint FROM idempotency_keys WHERE key = ?", (key,)
+            ).fetchone()
+            if row is not None:
+                conn.execute("ROLLBACK")
+                return KeyedPlan(plan_id=row[0], fingerprint=row[1])
+            (waiting,) = conn.execute(
+                "SELECT count(*) FROM plans WHERE status = ?", (PlanStatus.QUEUED,)
+            ).fetchone()
+            if waiting >= queue_max:
+                conn.execute("ROLLBACK")
+                return False
+            now = self.clock()
+            conn.execute(
+                "INSERT INTO plans (id, name, status, created_at, time_limit_s, request) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (plan_id, name, PlanStatus.QUEUED, now, time_limit_s, request),
+            )
+            conn.execute(
+                "INSERT INTO idempotency_keys (key, fingerprint, plan_id, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (key, fingerprint, plan_id, now),
+            )
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
     # -- job runners ------------------------------------------------------------------------
 
     def claim(self, owner: str, lease_s: float) -> Claim | None:
@@ -331,7 +468,7 @@ class Store:
             conn.execute("COMMIT")
             return True
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     def finish_failed(self, plan_id: str, owner: str, kind: FailureKind, reason: str) -> bool:
@@ -385,8 +522,15 @@ class Store:
             conn.execute("COMMIT")
             return cur.rowcount
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back after an error, if SQLite has not already done so (on SQLITE_FULL, IOERR and
+    some READONLY errors it has, and a second ROLLBACK would hide the real error)."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def _record(row: tuple[object, ...]) -> PlanRecord:

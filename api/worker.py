@@ -11,17 +11,25 @@ and exits. It never touches the database: results are written by the runner that
 plan's lease, so a killed or orphaned child can never write a stale result. On Linux the child
 asks the kernel to kill it when its parent (the forkserver) dies, so a kill -9 of the server
 leaves no solver burning a core.
+
+Bounds: ``limited`` caps the child's address space (RLIMIT_AS, ``FAREBOX_SOLVER_MEMORY_MB``)
+before the target runs, so a scenario that needs more fails with a reason instead of taking the
+machine's memory. The plan's time limit covers decoding and building the tables as well as the
+solve: a timer (SIGALRM) stops a build that runs past it, and the solver gets what is left.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import io
 import os
+import resource
 import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -34,9 +42,12 @@ from fleet.errors import InputError
 from planner.plan import Plan
 from planner.report.frames import report_frames
 from planner.run import decode_scenario, plan_scenario
-from planner.solution import Progress
+from planner.solution import Progress, ProgressCallback, SolveOptions, SolveResult
+from planner.solve import solve as planner_solve
+from planner.tables import PlanningTables
 
 PROGRESS_EVERY_S = 0.5
+MIB = 1024 * 1024
 PRELOAD = ("api.worker", "planner.solve")
 """Modules the forkserver imports once, so that each solver process starts warm."""
 
@@ -56,13 +67,47 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+class OutOfTime(BaseException):
+    """The plan's time limit passed before the solve started (a BaseException, so that no
+    ``except Exception`` on the way swallows it)."""
+
+
+def _out_of_time(signum: int, frame: object) -> None:
+    raise OutOfTime
+
+
+def limited(
+    target: Callable[[Connection, bytes, float, str | None], None],
+    memory_bytes: int,
+    conn: Connection,
+    request: bytes,
+    time_limit_s: float,
+    catalog_dir: str | None,
+) -> None:
+    """Run ``target`` (``solve``) in this process with its address space capped at
+    ``memory_bytes``: the entry point ``api.jobs`` starts."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    target(conn, request, time_limit_s, catalog_dir)
+
+
 def solve(conn: Connection, request: bytes, time_limit_s: float, catalog_dir: str | None) -> None:
     """Entry point of the worker process: one plan, then exit."""
     die_with_parent()
+    started = time.monotonic()
     try:
         outcome: tuple[object, ...] = _solve(conn, request, time_limit_s, catalog_dir)
     except BrokenPipeError:  # the runner is gone (stopping): nobody to tell
         return
+    except OutOfTime:
+        outcome = (
+            "failed",
+            FailureKind.TIMEOUT,
+            f"the plan's time limit of {time_limit_s:g} s ran out after "
+            f"{time.monotonic() - started:.1f} s, while building the planning tables, before "
+            "the solve could start; give a longer time limit or plan a smaller scenario",
+        )
+    except MemoryError:
+        outcome = ("failed", FailureKind.INPUT, _memory_reason())
     except InputError as err:
         outcome = ("failed", FailureKind.INPUT, str(err))
     except Exception as err:  # a bug: report it on the plan instead of dying silently
@@ -81,8 +126,30 @@ def solve(conn: Connection, request: bytes, time_limit_s: float, catalog_dir: st
         conn.close()
 
 
+def _memory_reason() -> str:
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    cap = "its memory limit" if soft == resource.RLIM_INFINITY else f"{soft // MIB} MiB"
+    return (
+        f"$: planning this scenario needs more memory than a solve may use on this server "
+        f"({cap}, FAREBOX_SOLVER_MEMORY_MB); search fewer precisions, batch caps or speculative "
+        "options, or plan fewer pools, variants or hours"
+    )
+
+
 def _solve(
     conn: Connection, request: bytes, time_limit_s: float, catalog_dir: str | None
+) -> tuple[str, bytes, dict[str, bytes]]:
+    deadline = time.monotonic() + time_limit_s
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, time_limit_s)
+    try:
+        return _plan(conn, request, deadline, catalog_dir)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _plan(
+    conn: Connection, request: bytes, deadline: float, catalog_dir: str | None
 ) -> tuple[str, bytes, dict[str, bytes]]:
     scenario = decode_scenario(request, format="json")
     catalog = load_catalog(Path(catalog_dir) if catalog_dir else None)
@@ -95,7 +162,16 @@ def _solve(
             last_sent = now
             conn.send(("progress", _ENCODER.encode(update).decode()))
 
-    plan = plan_scenario(scenario, catalog, time_limit_s=time_limit_s, progress=progress)
+    def solve_in_time_left(
+        tables: PlanningTables, options: SolveOptions, report: ProgressCallback | None
+    ) -> SolveResult:
+        signal.setitimer(signal.ITIMER_REAL, 0)  # the build is done: the solver keeps its limit
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime
+        return planner_solve(tables, dataclasses.replace(options, time_limit_s=left), report)
+
+    plan = plan_scenario(scenario, catalog, progress=progress, solver=solve_in_time_left)
     return ("done", _ENCODER.encode(plan), report_tables(plan))
 
 

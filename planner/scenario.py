@@ -27,6 +27,9 @@ from fleet.catalog.schema import Id, Precision
 MAX_HOURS = 1344
 """Eight weeks of hourly periods: the longest horizon a scenario may plan."""
 HOURS_PER_WEEK = 168
+MAX_POOLS = 512
+"""Lists that multiply the planner's work are bounded far above a frontier lab's week (24 pools,
+4 families, 3 tiers, a few variants): pools 512, families 64, variants per family 16, tiers 16."""
 FLAGSHIP = "flagship"
 """In a tier's ``variants``: each family's flagship model, whatever its id."""
 OUTSIDE = "outside"
@@ -100,11 +103,19 @@ class Speculative(Frozen, kw_only=True):
 
 class Search(Frozen, kw_only=True):
     """The configurations the planner may choose from, per (model, system): every valid layout
-    crossed with these precisions, batch caps and speculative options."""
+    crossed with these precisions, batch caps and speculative options. Repeats are evaluated
+    once; the lists are bounded, and so is their product with the layouts
+    (``planner.workload``)."""
 
-    precisions: Annotated[tuple[Precision, ...], Meta(min_length=1)] = ("bf16", "fp8", "fp4")
+    precisions: Annotated[tuple[Precision, ...], Meta(min_length=1, max_length=8)] = (
+        "bf16",
+        "fp8",
+        "fp4",
+    )
     """Weight precisions taken as quality-neutral; leave one out if it costs quality."""
-    batch_caps: Annotated[tuple[Annotated[int, Meta(ge=1, le=4096)], ...], Meta(min_length=1)] = (
+    batch_caps: Annotated[
+        tuple[Annotated[int, Meta(ge=1, le=4096)], ...], Meta(min_length=1, max_length=64)
+    ] = (
         1,
         2,
         4,
@@ -115,7 +126,7 @@ class Search(Frozen, kw_only=True):
         128,
         256,
     )
-    speculative: Annotated[tuple[Speculative, ...], Meta(min_length=1)] = (
+    speculative: Annotated[tuple[Speculative, ...], Meta(min_length=1, max_length=16)] = (
         Speculative(draft_tokens=0),
         Speculative(draft_tokens=3, acceptance=0.7),
     )
@@ -162,7 +173,7 @@ class Pool(Frozen, kw_only=True):
 
 
 class Fleet(Frozen, kw_only=True):
-    pools: Annotated[tuple[Pool, ...], Meta(min_length=1)]
+    pools: Annotated[tuple[Pool, ...], Meta(min_length=1, max_length=MAX_POOLS)]
 
 
 class Variant(Frozen, kw_only=True):
@@ -186,7 +197,7 @@ class Family(Frozen, kw_only=True):
     """The catalog model customers think they buy."""
     flagship_quality: Quality | None = None
     """Default: the catalog model's ``quality``."""
-    variants: tuple[Variant, ...] = ()
+    variants: Annotated[tuple[Variant, ...], Meta(max_length=16)] = ()
     usd_per_m_input_tokens: Usd
     usd_per_m_output_tokens: PositiveUsd
 
@@ -302,7 +313,7 @@ class Scenario(Frozen, kw_only=True):
     meta: ScenarioMeta
     options: Options = Options()
     fleet: Fleet
-    families: Annotated[tuple[Family, ...], Meta(min_length=1)]
-    tiers: Annotated[tuple[Tier, ...], Meta(min_length=1)]
-    demand: Annotated[tuple[FamilyDemand, ...], Meta(min_length=1)]
+    families: Annotated[tuple[Family, ...], Meta(min_length=1, max_length=64)]
+    tiers: Annotated[tuple[Tier, ...], Meta(min_length=1, max_length=16)]
+    demand: Annotated[tuple[FamilyDemand, ...], Meta(min_length=1, max_length=64)]
     expect: tuple[Expectation, ...] = ()

@@ -105,7 +105,7 @@ def decode_scenario(data: bytes | str, format: Format = "toml") -> Scenario:
         raise InputError(f"$: not valid {format.upper()}: {err}") from None
     except UnicodeDecodeError as err:
         raise InputError(
-            f"$: not valid {format.upper()}: not UTF-8 text (byte 0x{err.object[err.start]:02x} "
+            f"$: not valid {format.upper()}: invalid UTF-8 (byte 0x{err.object[err.start]:02x} "
             f"at offset {err.start})"
         ) from None
     except RecursionError:

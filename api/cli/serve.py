@@ -4,7 +4,9 @@ Flags become ``FAREBOX_*`` environment variables (see ``api.settings``), because
 the app factory ``api.app:create_app`` afresh in each of its worker processes; the factory builds
 its settings from them once. Before the workers start, plans the previous server left running
 (it was killed) go back to the queue, so they run again at once: a database file is served by one
-``farebox serve`` at a time.
+``farebox serve`` at a time, which ``api.server_lock`` enforces. A second server on the same file
+or port, and a database file that is corrupt or cannot be written, are refused with one line
+naming it and exit status 2, before anything is changed.
 
 granian was chosen over uvicorn by measurement (docs/api.md: a trivial Litestar GET at 13-18k
 req/s vs 4-8k on this 2-core machine); one HTTP worker process is the default because the solver
@@ -71,15 +73,24 @@ def run(args: argparse.Namespace) -> int:
         if value is not None:
             os.environ[variable] = str(value)
 
+    from api.server_lock import ServerLock, check_port_free, holder_line
     from api.settings import Settings
-    from api.store import Store
+    from api.store import Store, StoreError
 
     os.environ["FAREBOX_PARENT_PID"] = str(os.getpid())
     settings = Settings.from_env(os.environ)
+    # Refuse before touching the file: another server's running plans are not ours to requeue.
+    lock = ServerLock(settings.db_path)
+    lock.acquire(holder_line(args.host, args.port))
+    check_port_free(args.host, args.port)
     store = Store(settings.db_path)
-    store.initialize()
-    requeued = store.requeue_running(settings.max_attempts)
-    store.close()
+    try:
+        store.initialize()
+        requeued = store.requeue_running(settings.max_attempts)
+    except StoreError as err:
+        raise InputError(str(err)) from None
+    finally:
+        store.close()
     print(
         f"farebox serve: http://{args.host}:{args.port} db={settings.db_path} "
         f"workers={settings.workers} queue_max={settings.queue_max}"

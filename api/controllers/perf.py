@@ -3,8 +3,9 @@
 Bodies are decoded by Litestar into the frozen Structs of ``api.perf_wire`` (unknown fields and
 out-of-range numbers are 400s naming the field); ids are checked against the catalog with their
 path (422). The vectorized model runs in a worker thread, off the event loop: a request is capped
-at ``MAX_ROWS`` configurations (estimate) or one model x system grid (frontier), milliseconds
-to a few hundred milliseconds of numpy.
+at ``MAX_ROWS`` configurations (estimate) or one model x system grid of at most
+``MAX_FRONTIER_CONFIGS`` configurations (frontier), counted before any is evaluated: milliseconds
+to about a second of numpy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from api.perf_wire import (
     EstimateResponse,
     FrontierRequest,
     FrontierResponse,
+    check_frontier_size,
     check_model,
     resolve_system,
     rows,
@@ -70,6 +72,7 @@ class PerfController(Controller):
         def run() -> FrontierResponse:
             check_model(catalog, data.model, "$")
             system = resolve_system(catalog, data.system, data.accelerator, "$")
+            check_frontier_size(catalog, data, system)
             front = frontier(
                 catalog,
                 arrays,

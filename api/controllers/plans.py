@@ -5,19 +5,22 @@ anything is stored: a bad one is a 422 naming the field and nothing is queued. A
 committed to the database and answered 202 with its id and ``Location``; with ``?wait=S`` the
 answer waits up to S seconds and is 201 with the plan when the solve finished in time (422 when it
 failed on its input, e.g. an SLO that no configuration meets). Solving happens in worker
-processes (``api.jobs``); when the queue is full the answer is 503 with ``Retry-After``.
+processes (``api.jobs``); when the queue is full the answer is 503 with ``Retry-After``, decided
+before the body is read. An ``Idempotency-Key`` header makes a retried POST safe: the same key and
+the same body answer 200 with the plan the first request created (even when the queue is full);
+the same key with another body is a 409. Keys are stored with their plan and survive restarts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
-from litestar import Controller, Response, delete, get, post
+from litestar import Controller, Request, Response, delete, get, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.openapi.spec import OpenAPIMediaType, Operation, Reference, RequestBody
-from litestar.params import FromPath, QueryParameter, RawBody
+from litestar.params import FromPath, HeaderParameter, QueryParameter
 from litestar.status_codes import (
     HTTP_200_OK,
     HTTP_201_CREATED,
@@ -27,8 +30,8 @@ from litestar.status_codes import (
 )
 
 from api.errors import ErrorBody, NotFound, input_error_body
-from api.services import PlanService
-from api.store import FailureKind, PlanStatus
+from api.services import PlanService, check_idempotency_key
+from api.store import SEQ_MAX, FailureKind, PlanStatus
 from api.wire import PlanPage, PlanResource, encode_plan_resource, plan_href, plan_info
 from fleet.errors import InputError
 from planner.scenario import Scenario
@@ -61,15 +64,25 @@ class PlanController(Controller):
         status_code=HTTP_202_ACCEPTED,
         summary="Submit a scenario for planning",
         responses={
+            200: ResponseSpec(PlanResource, description="Idempotent replay: the key's plan"),
             201: ResponseSpec(PlanResource, description="Finished within ?wait="),
+            409: ResponseSpec(ErrorBody, description="Idempotency-Key used with another body"),
             422: ResponseSpec(ErrorBody, description="The scenario cannot be planned as asked"),
             503: ResponseSpec(ErrorBody, description="Queue full; see Retry-After"),
         },
     )
     async def create(
         self,
+        request: Request[Any, Any, Any],
         plans: NamedDependency[PlanService],
-        body: RawBody,
+        idempotency_key: Annotated[
+            str | None,
+            HeaderParameter(
+                name="Idempotency-Key",
+                description="Repeat a POST safely: the same key and body answer the plan the "
+                "first one created (200); the same key with another body is a 409.",
+            ),
+        ] = None,
         wait: Annotated[
             float | None,
             QueryParameter(ge=0, description="Seconds to wait for the plan; 201 when done."),
@@ -80,8 +93,14 @@ class PlanController(Controller):
         ] = None,
     ) -> Response[PlanResource]:
         plans.check_wait(wait)
-        record = await plans.submit(body, time_limit_s)
-        status = HTTP_202_ACCEPTED
+        key = check_idempotency_key(idempotency_key)
+        if key is None:  # a replay is answered even when the queue is full
+            await plans.check_queue()  # before the body is read, let alone decoded
+        record, replayed = await plans.submit(await request.body(), time_limit_s, key)
+        status = HTTP_200_OK if replayed else HTTP_202_ACCEPTED
+        headers = {"Location": plan_href(record.id)}
+        if replayed:
+            headers["Idempotent-Replayed"] = "true"
         if wait:
             record = await plans.wait(record.id, wait)
             if record.status == PlanStatus.FAILED and record.failure_kind == FailureKind.INPUT:
@@ -89,11 +108,12 @@ class PlanController(Controller):
                 return Response(  # type: ignore[return-value]
                     error,
                     status_code=HTTP_422_UNPROCESSABLE_ENTITY,
-                    headers={"Location": plan_href(record.id)},
+                    headers=headers,
                 )
-            if record.status in (PlanStatus.DONE, PlanStatus.FAILED, PlanStatus.CANCELLED):
+            finished = (PlanStatus.DONE, PlanStatus.FAILED, PlanStatus.CANCELLED)
+            if record.status in finished and not replayed:
                 status = HTTP_201_CREATED
-        return await _resource(plans, record.id, status, {"Location": plan_href(record.id)})
+        return await _resource(plans, record.id, status, headers)
 
     @get("/", operation_id="listPlans", summary="Plans, newest first")
     async def list_plans(
@@ -101,7 +121,8 @@ class PlanController(Controller):
         plans: NamedDependency[PlanService],
         limit: Annotated[int, QueryParameter(ge=1, le=200)] = 50,
         cursor: Annotated[
-            int | None, QueryParameter(description="next_cursor of the previous page")
+            int | None,
+            QueryParameter(ge=1, le=SEQ_MAX, description="next_cursor of the previous page"),
         ] = None,
         status: Annotated[PlanStatus | None, QueryParameter()] = None,
     ) -> PlanPage:

@@ -3,6 +3,7 @@
 from fleet.catalog.load import Catalog, CatalogError, UnknownIdError, load_catalog
 from fleet.catalog.schema import (
     BYTES_PER_ELEMENT,
+    FOUR_BIT,
     PRECISIONS,
     Accelerator,
     Model,
@@ -12,6 +13,7 @@ from fleet.catalog.schema import (
 
 __all__ = [
     "BYTES_PER_ELEMENT",
+    "FOUR_BIT",
     "PRECISIONS",
     "Accelerator",
     "Catalog",

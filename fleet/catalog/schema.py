@@ -21,9 +21,22 @@ PositiveInt = Annotated[int, Meta(gt=0)]
 NonNegativeInt = Annotated[int, Meta(ge=0)]
 Fraction = Annotated[float, Meta(gt=0, le=1)]
 
-Precision = Literal["bf16", "fp8", "fp4", "int8"]
-PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "fp4", "int8")
-BYTES_PER_ELEMENT: dict[Precision, float] = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.0}
+Precision = Literal["bf16", "fp8", "fp4", "int8", "int4"]
+PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8", "fp4", "int8", "int4")
+BYTES_PER_ELEMENT: dict[Precision, float] = {
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "fp4": 0.5,
+    "int8": 1.0,
+    "int4": 0.5,
+}
+FOUR_BIT: frozenset[Precision] = frozenset({"fp4", "int4"})
+"""Weight formats that published checkpoints apply to the FFN weights only in MoE models: the
+routed experts are 4-bit, attention, shared experts, dense layers and the embedding tables stay at
+BF16 (gpt-oss MXFP4: "quantization of the MoE weights"; NVIDIA ModelOpt NVFP4 checkpoints such as
+GLM-4.7-NVFP4 list every self_attn and the lm_head in exclude_modules; Kimi K2 Thinking: INT4 on the
+MoE components). Dense models at 4 bits quantize every linear layer of the blocks (AWQ/GPTQ INT4
+and NVFP4 Llama checkpoints keep only the lm_head at 16 bits)."""
 
 MemoryKind = Literal["hbm", "sram"]
 
@@ -39,6 +52,7 @@ class PeakTflops(Frozen, kw_only=True):
     fp8: PositiveFloat | None = None
     fp4: PositiveFloat | None = None
     int8: PositiveFloat | None = None
+    int4: PositiveFloat | None = None
 
     def get(self, precision: Precision) -> float | None:
         return getattr(self, precision)

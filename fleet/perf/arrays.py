@@ -63,7 +63,10 @@ class ModelArrays:
     """Window in tokens (inf when none)."""
     sliding_layers: FloatArray
     attention_flops_per_token_ctx_layer: FloatArray
-    """FLOPs of score and value products per query token, context token and layer (all heads)."""
+    """FLOPs of score and value products per query token, context token and layer (all heads),
+    as decode runs them (MLA: the absorbed form over the latent)."""
+    attention_prefill_flops_per_token_ctx_layer: FloatArray
+    """The same for prefill (MLA: the uncompressed multi-head form; GQA: as decode)."""
     attention_params_per_layer: FloatArray
 
 
@@ -164,6 +167,15 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             attn_flops = (
                 2.0 * model.num_attention_heads * (2 * mla.kv_lora_rank + mla.qk_rope_head_dim)
             )
+        # Prefill runs MLA uncompressed (DeepSeek-V3 report, section 2.1; FlashMLA serves only
+        # decode): scores over qk_nope + qk_rope, values over v_head_dim, per head.
+        prefill_attn_flops = attn_flops
+        if mla is not None:
+            prefill_attn_flops = (
+                2.0
+                * model.num_attention_heads
+                * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
+            )
         row = {
             "num_layers": model.num_layers,
             "moe_layers": moe_layer_count(model),
@@ -190,6 +202,7 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             ),
             "sliding_layers": model.sliding_window_layers,
             "attention_flops_per_token_ctx_layer": attn_flops,
+            "attention_prefill_flops_per_token_ctx_layer": prefill_attn_flops,
             "attention_params_per_layer": attention_params_per_layer(model),
         }
         for key, value in row.items():

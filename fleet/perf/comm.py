@@ -11,6 +11,13 @@
 - Expert parallel (ep > 1): MoE layers dispatch each token to its k experts and combine the
   results: two all-to-alls moving (ep-1)/ep of tokens x k x hidden bytes per device, two latency
   hops; the tp x dp / ep devices sharing an expert group reduce their partial sums.
+- Across systems (a stage's tp x dp larger than the scale-up domain, ``domain`` devices each):
+  collectives are hierarchical. An all-reduce is a reduce-scatter and all-gather inside each
+  domain over the scale-up fabric plus an all-reduce of each device's 1/domain shard between the
+  domains over its own scale-out NIC (``out_bytes_per_s`` per device, ``out_hop_s`` latency); an
+  all-to-all sends the share of its tokens whose experts sit in other domains, (g - 1)/g over g
+  domains with uniform routing, over the NIC and the rest over the scale-up fabric. Inside one
+  domain (an 8-GPU node, a 72-GPU NVL72 rack) everything stays on the scale-up fabric.
 - Pipeline stages pass the residual stream (tokens x hidden x 2 bytes) to the next stage: over the
   scale-up fabric when the whole replica sits in one scale-up domain of one system, else over the
   system's scale-out network.
@@ -19,11 +26,28 @@ Activations cross links in BF16.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from fleet.perf.types import FloatArray
 
 ACTIVATION_BYTES = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """Per-device link figures of a stage (arrays broadcast with the configurations)."""
+
+    up_bytes_per_s: FloatArray
+    """Scale-up fabric (NVLink) bandwidth per device, efficiency applied."""
+    up_hop_s: FloatArray
+    out_bytes_per_s: FloatArray
+    """Scale-out NIC bandwidth per device (the system's network over its devices), efficiency
+    applied."""
+    out_hop_s: FloatArray
+    call_s: FloatArray
+    """Fixed cost per collective call."""
 
 
 def all_reduce_s(
@@ -40,6 +64,35 @@ def all_reduce_s(
     return np.where(n_safe > 1.0, t, 0.0)
 
 
+def hierarchical_all_reduce_s(
+    n: FloatArray,
+    message_bytes: FloatArray,
+    domain: FloatArray,
+    link: Links,
+) -> FloatArray:
+    """All-reduce over ``n`` devices packed into scale-up domains of ``domain`` devices."""
+    local = np.minimum(np.maximum(n, 1.0), domain)
+    groups = np.ceil(np.maximum(n, 1.0) / local)
+    inside = all_reduce_s(local, message_bytes, link.up_bytes_per_s, link.up_hop_s, link.call_s)
+    between = all_reduce_s(groups, message_bytes / local, link.out_bytes_per_s, link.out_hop_s, 0.0)
+    return inside + between
+
+
+def all_to_all_s(
+    n: FloatArray,
+    bytes_per_device: FloatArray,
+    domain: FloatArray,
+    link: Links,
+) -> FloatArray:
+    """One all-to-all in which every one of ``n`` devices sends ``bytes_per_device`` to the others
+    (destinations spread uniformly over the n devices)."""
+    n_safe = np.maximum(n, 1.0)
+    groups = np.ceil(n_safe / np.minimum(n_safe, domain))
+    remote = (groups - 1.0) / groups
+    t = bytes_per_device * ((1.0 - remote) / link.up_bytes_per_s + remote / link.out_bytes_per_s)
+    return t + np.where(groups > 1.0, link.out_hop_s, link.up_hop_s) + link.call_s
+
+
 def stage_comm_s(
     *,
     tokens: FloatArray,
@@ -50,27 +103,27 @@ def stage_comm_s(
     experts_per_token: FloatArray,
     dense_layers: FloatArray,
     moe_layers: FloatArray,
-    link_bytes_per_s: FloatArray,
-    hop_s: FloatArray,
-    call_s: FloatArray,
+    domain: FloatArray,
+    link: Links,
 ) -> FloatArray:
     """Communication of one stage step carrying ``tokens`` tokens (all dp ranks together).
 
-    ``dense_layers`` and ``moe_layers`` are the stage's layers of each kind (may be fractional).
+    ``dense_layers`` and ``moe_layers`` are the stage's layers of each kind (may be fractional);
+    ``domain`` is the scale-up domain in devices.
     """
     n = tp * dp
     layers = dense_layers + moe_layers
     act = tokens * hidden_size * ACTIVATION_BYTES
     # Attention output: all-reduce within each tp group over that rank's share of the tokens.
-    attention = layers * all_reduce_s(tp, act / dp, link_bytes_per_s, hop_s, call_s)
+    attention = layers * hierarchical_all_reduce_s(tp, act / dp, domain, link)
     # Dense FFN (and MoE without ep): over all tp x dp devices of the stage.
-    ffn_dense = all_reduce_s(n, act, link_bytes_per_s, hop_s, call_s)
+    ffn_dense = hierarchical_all_reduce_s(n, act, domain, link)
     # MoE with ep > 1: dispatch + combine all-to-all, then a reduce inside each expert group.
     ep_safe = np.maximum(ep, 1.0)
     routed = act * experts_per_token
-    a2a = 2.0 * (routed / n) * (ep_safe - 1.0) / ep_safe / link_bytes_per_s + 2.0 * (hop_s + call_s)
+    a2a = 2.0 * all_to_all_s(n, (routed / n) * (ep_safe - 1.0) / ep_safe, domain, link)
     group = n / ep_safe
-    moe_ep = a2a + all_reduce_s(group, routed / ep_safe, link_bytes_per_s, hop_s, call_s)
+    moe_ep = a2a + hierarchical_all_reduce_s(group, routed / ep_safe, domain, link)
     moe = np.where(ep_safe > 1.0, moe_ep, ffn_dense)
     return attention + dense_layers * ffn_dense + moe_layers * moe
 

@@ -25,7 +25,7 @@ from fleet.perf.types import Configs, IntArray
 IdsLike = str | Sequence[str] | np.ndarray
 NumLike = int | float | Sequence[Any] | np.ndarray
 
-BF16, FP8, FP4, INT8 = (PRECISIONS.index(p) for p in ("bf16", "fp8", "fp4", "int8"))
+BF16, FP8, FP4, INT8, INT4 = (PRECISIONS.index(p) for p in ("bf16", "fp8", "fp4", "int8", "int4"))
 
 
 def resolve(kind: str, values: IdsLike, known: Sequence[str]) -> IntArray:
@@ -45,13 +45,15 @@ def default_kv_precision(
     catalog: Catalog, system: IntArray, weight_precision: IntArray
 ) -> IntArray:
     """FP8 KV cache when the weights are 8 bits or narrower and the accelerator runs FP8
-    natively (what serving engines do by default with FP8/FP4 checkpoints), else BF16."""
+    natively (what serving engines do by default with FP8/FP4 checkpoints), else BF16. INT4
+    weights keep a BF16 cache: AWQ/GPTQ W4A16 checkpoints run 16-bit activations and engines
+    default the KV cache to the activation dtype."""
     systems = list(catalog.systems.values())
     fp8_native = np.asarray(
         ["fp8" in catalog.accelerators[s.accelerator].native_precisions for s in systems],
         dtype=bool,
     )
-    narrow = weight_precision != BF16
+    narrow = (weight_precision != BF16) & (weight_precision != INT4)
     return np.where(narrow & fp8_native[system], FP8, BF16).astype(np.int64)
 
 

@@ -37,7 +37,8 @@ def describe_problem(catalog: Catalog, configs: Configs, est: Estimate, i: int) 
     if code == Problem.OVER_SCALE_UP:
         return (
             f"layout: tp x dp = {tp * dp} devices exceeds the scale-up domain of {system.id} "
-            f"({system.scale_up_domain_devices} devices); only pipeline stages may span systems"
+            f"({system.scale_up_domain_devices} devices) and is not a whole number of domains; "
+            "a stage spans systems only in whole domains"
         )
     if code == Problem.PRECISION_UNSUPPORTED:
         wp = PRECISIONS[configs.weight_precision[i]]

@@ -26,6 +26,11 @@ tp x dp devices of a stage):
 - dp (data-parallel attention): powers of two, MoE models only (for dense models a second replica
   is the better way to use more devices);
 - ep: powers of two dividing both the experts and tp x dp (1 for dense models);
+- wide expert parallel (MoE models, systems whose scale-up domain is below ``WIDE_EP_DEVICES``):
+  also stages of tp = 1 (attention data parallel on every device, as DeepSeek-style wide-EP
+  deployments run) over 2, 4, ... whole domains up to ``WIDE_EP_DEVICES`` devices, with the
+  widest ep; their all-to-alls cross the scale-out network (``fleet.perf.comm``). An NVL72
+  rack's 72-GPU domain already holds them on NVLink;
 - pp, HBM parts: the smallest pp whose weights fit (in the smallest runnable precision), and up
   to ``extra_pp_factor`` x that (more pipeline stages free memory for KV, hence larger batches),
   powers of two, stages spanning at most ``max_systems`` systems;
@@ -38,8 +43,9 @@ others produce no configuration, so their smaller weights must not size the pipe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -52,6 +58,10 @@ from fleet.perf.model import estimate
 from fleet.perf.types import Configs, Estimate, IntArray, Problem
 
 SRAM_PP_FACTORS = (1.0, 1.25, 1.5, 2.0)
+T = TypeVar("T", bound=Hashable)
+WIDE_EP_DEVICES = 64
+"""Largest stage of the wide-EP layouts (8 HGX nodes; DeepSeek's own decode deployment spreads
+its experts over 144-320 GPUs, SGLang's large-scale EP over 96, TRT-LLM's wide EP over 32-72)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,33 +117,68 @@ def layouts(
     edges = 2.0 * (breakdown.embedding + breakdown.lm_head)  # kept in 16 bits
     body = breakdown.total - breakdown.embedding - breakdown.lm_head
     rows: list[tuple[int, int, int, int]] = []
-    for tp in tps:
-        dps = _powers_of_two(domain // tp) if moe is not None else [1]
-        for dp in dps:
-            n = tp * dp
-            eps = [e for e in _powers_of_two(n) if moe is not None and moe.num_experts % e == 0]
-            eps = eps or [1]
-            # Stages the weights alone need, per runnable element size: weight bytes per device
-            # with pp = 1 (routed experts over n, the rest over tp) over usable memory.
-            pp_mins = []
-            for b in element_bytes:
-                experts = breakdown.routed_experts * b
-                per_device_pp1 = (b * body + edges - experts) / tp + experts / n
-                pp_mins.append(max(1, int(np.ceil(per_device_pp1 / usable))))
-            pp_min = min(pp_mins)
-            if acc.memory_kind == "sram":
-                # Every precision gets its own few stage counts: SRAM leaves little room beyond
-                # the weights, so the stages one precision needs are useless to another.
-                pps = sorted({int(np.ceil(m * f)) for m in pp_mins for f in sram_pp_factors})
-            else:
-                pp_cap = max_systems * system.devices_per_system // n
-                pps = [p for p in _powers_of_two(pp_cap) if pp_min <= p <= extra_pp_factor * pp_min]
-            for pp in pps:
-                if pp > model.num_layers:
-                    continue
-                rows.extend((tp, pp, dp, ep) for ep in eps)
+    stages = [
+        (tp, dp) for tp in tps for dp in (_powers_of_two(domain // tp) if moe is not None else [1])
+    ]
+    wide = [domain * 2**j for j in range(1, 8) if domain * 2**j <= WIDE_EP_DEVICES]
+    if moe is not None and acc.memory_kind != "sram":
+        stages += [(1, n) for n in wide if n <= max_systems * system.devices_per_system]
+    for tp, dp in stages:
+        n = tp * dp
+        eps = [e for e in _powers_of_two(n) if moe is not None and moe.num_experts % e == 0]
+        eps = eps or [1]
+        if n > domain:
+            eps = eps[-1:]
+        # Stages the weights alone need, per runnable element size: weight bytes per device
+        # with pp = 1 (routed experts over n, the rest over tp) over usable memory.
+        pp_mins = []
+        for b in element_bytes:
+            experts = breakdown.routed_experts * b
+            per_device_pp1 = (b * body + edges - experts) / tp + experts / n
+            pp_mins.append(max(1, int(np.ceil(per_device_pp1 / usable))))
+        pp_min = min(pp_mins)
+        if acc.memory_kind == "sram":
+            # Every precision gets its own few stage counts: SRAM leaves little room beyond
+            # the weights, so the stages one precision needs are useless to another.
+            pps = sorted({int(np.ceil(m * f)) for m in pp_mins for f in sram_pp_factors})
+        else:
+            pp_cap = max_systems * system.devices_per_system // n
+            pps = [p for p in _powers_of_two(pp_cap) if pp_min <= p <= extra_pp_factor * pp_min]
+        for pp in pps:
+            if pp > model.num_layers:
+                continue
+            rows.extend((tp, pp, dp, ep) for ep in eps)
     arr = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
     return Layouts(tp=arr[:, 0], pp=arr[:, 1], dp=arr[:, 2], ep=arr[:, 3])
+
+
+def unique(values: Sequence[T]) -> tuple[T, ...]:
+    """``values`` without repeats, first occurrences in order."""
+    return tuple(dict.fromkeys(values))
+
+
+def search_options(
+    precisions: Sequence[str], batches: Sequence[int], spec: Sequence[tuple[int, float]]
+) -> tuple[tuple[str, ...], tuple[int, ...], tuple[tuple[int, float], ...]]:
+    """The distinct precisions, batches and speculative options (draft length 0 = off, one
+    option whatever its acceptance) that ``grid_configs`` crosses."""
+    return unique(precisions), unique(batches), unique(tuple((k, a if k else 0.0) for k, a in spec))
+
+
+def grid_size(
+    catalog: Catalog,
+    model_id: str,
+    system_id: str,
+    *,
+    batches: Sequence[int],
+    precisions: Sequence[str],
+    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+) -> int:
+    """Rows ``grid_configs`` would build, without building them (milliseconds): callers bound
+    the work a request asks for before doing it."""
+    precs, batch, options = search_options(precisions, batches, spec)
+    n_layouts = len(layouts(catalog, model_id, system_id, precisions=precs))
+    return n_layouts * len(precs) * len(batch) * len(options)
 
 
 def grid_configs(
@@ -150,7 +195,12 @@ def grid_configs(
     prefix_cached_tokens: int = 0,
     layout: Layouts | None = None,
 ) -> Configs:
-    """The cross product layouts x precisions x batches x spec options as ``Configs``."""
+    """The cross product layouts x precisions x batches x spec options as ``Configs``.
+
+    Repeated precisions, batches and speculative options are evaluated once (a request listing
+    "fp8" 400 times must not cost 400 times the work); every draft length 0 is the same option,
+    no speculation, whatever acceptance it carries."""
+    precisions, batches, spec = search_options(precisions, batches, spec)
     lay = (
         layout
         if layout is not None

@@ -50,6 +50,7 @@ class MemoryTerms:
 def weight_bytes_per_device(
     *,
     weight_bytes_per_param: FloatArray,
+    replicated_bytes_per_param: FloatArray,
     replicated_params: FloatArray,
     expert_params: FloatArray,
     embedding_params: FloatArray,
@@ -60,11 +61,11 @@ def weight_bytes_per_device(
     devices_per_stage: FloatArray,
     pp: FloatArray,
 ) -> FloatArray:
-    """Bytes of weights per device (stages balanced by bytes)."""
-    linear = (
-        weight_bytes_per_param
-        * stage_fraction
-        * (replicated_params / tp + expert_params / devices_per_stage)
+    """Bytes of weights per device (stages balanced by bytes); routed experts at
+    ``weight_bytes_per_param``, the other linear weights at ``replicated_bytes_per_param``."""
+    linear = stage_fraction * (
+        replicated_bytes_per_param * replicated_params / tp
+        + weight_bytes_per_param * expert_params / devices_per_stage
     )
     tables = embedding_params + lm_head_params * (1.0 - tied)
     return linear + EMBEDDING_BYTES * tables / (tp * pp)

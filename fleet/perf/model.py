@@ -4,8 +4,10 @@ Per configuration (docs/performance-model.md has the derivations):
 
 1. Validity -> ``Problem``: heads divisible by tp (GQA KV heads divisible by tp or dividing it),
    ep dividing the experts and the tp x dp devices of a stage, pp <= layers, positive sizes,
-   0 <= prefix-cached tokens < isl -> BAD_LAYOUT; tp x dp beyond the system's scale-up domain
-   -> OVER_SCALE_UP (pipeline stages may span systems); weight precision neither native nor
+   0 <= prefix-cached tokens < isl -> BAD_LAYOUT; a stage's tp x dp may span several scale-up
+   domains (multi-node tensor / expert parallel over the scale-out network, ``fleet.perf.comm``)
+   but only in whole domains (hierarchical collectives need equal groups): tp x dp beyond the
+   domain and not a multiple of it -> OVER_SCALE_UP; weight precision neither native nor
    weight-only, or KV precision not native -> PRECISION_UNSUPPORTED; memory over the usable
    capacity -> DOES_NOT_FIT (``fleet.perf.memory``).
 2. One pipeline-stage step carries a micro-batch of batch / pp streams, each verifying k + 1
@@ -20,15 +22,22 @@ Per configuration (docs/performance-model.md has the derivations):
 3. Decode step of the replica (``step_s``): pp stage times (a stream's token passes every stage;
    the pp micro-batches keep every stage busy, so pp adds stages, not speed) + pp hops when pp > 1
    + the fixed step overhead (per step and per layer) + the draft cost.
-4. Aggregated serving (``tpot_s``): each decode step also carries the prefills of the requests
-   that replace finished ones: batch x accepted / osl prefills of isl - cached tokens per step,
-   fused into the step (chunked prefill: their FLOPs add to compute, their weight reads are
-   shared).
-   TPOT = that step / accepted tokens per step, (1 - a^(k+1)) / (1 - a).
-5. Prefill alone (``prefill_s``) is the same stage model at the isl - cached uncached tokens;
-   TTFT floor = prefill + one decode step; a request holds its batch slot for ``request_s`` =
-   TTFT floor + (osl - 1) x TPOT, so tokens/s per replica = batch x osl / request_s (the
-   closed-loop throughput of a full batch).
+4. Aggregated serving (``tpot_s``): each request that replaces a finished one gets its whole
+   prompt (isl - cached tokens) prefilled in chunks of at most ``PREFILL_CHUNK_TOKENS`` riding
+   with a decode step; P = batch x accepted / osl x (isl - cached) prefill tokens arrive per step,
+   so a fraction P / chunk of the steps carries one (chunk = max(min(isl - cached, 8192), P)).
+   TPOT = (decode step + P / chunk x (mixed step - decode step)) / accepted tokens per step,
+   (1 - a^(k+1)) / (1 - a). Prefill attention uses the prefill FLOPs per token-context-layer
+   (MLA uncompressed, ``fleet.perf.arrays``).
+5. Prefill alone (``prefill_s``) is the same stage model at the isl - cached uncached tokens in
+   passes of at most 8192; TTFT floor = prefill + one decode step; a request holds its batch slot
+   for ``request_s`` = TTFT floor + (osl - 1) x TPOT, so tokens/s per replica = batch x osl /
+   request_s (the closed-loop throughput of a full batch). ``ttft_burst_s`` is the mean TTFT of a
+   closed-loop benchmark at concurrency batch: a first wave prefilling all prompts at once, later
+   waves staggered (``BENCHMARK_WAVES``, ``REQUEST_OVERHEAD_S``).
+
+Precision: 4-bit weight formats (``FOUR_BIT``) on an MoE model apply to the routed experts only;
+the other linear weights are BF16 in bytes and FLOP rate (as published checkpoints ship them).
 
 Prefix caching (``prefix_cached_tokens``) only removes prefill work: the cached prefix's KV is
 held per stream and read every decode step like the rest of the prompt (memory, max batch and the
@@ -45,16 +54,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleet.catalog import BYTES_PER_ELEMENT, PRECISIONS
+from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.comm import pipeline_hop_s, stage_comm_s
+from fleet.perf.comm import Links, pipeline_hop_s, stage_comm_s
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
 from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
 
 _BYTES = np.asarray([BYTES_PER_ELEMENT[p] for p in PRECISIONS])
 _BF16 = PRECISIONS.index("bf16")
+_FOUR_BIT = np.asarray([p in FOUR_BIT for p in PRECISIONS])
 ROOF_SHARPNESS = 2.0
 """p of the smooth roofline; preferred to max() (p = inf) by the calibration."""
+PREFILL_CHUNK_TOKENS = 8192.0
+"""Prompt tokens per forward pass under chunked prefill (TensorRT-LLM max_num_tokens and SGLang
+chunked_prefill_size default to 8192)."""
+BENCHMARK_WAVES = 6.0
+"""Waves of ``batch`` requests a closed-loop benchmark runs (the first is a burst, the rest are
+staggered); with ``REQUEST_OVERHEAD_S`` fitted on the TTFTs of the measured Hopper runs
+(docs/calibration.md), where 4-12 waves fit about equally well."""
+REQUEST_OVERHEAD_S = 0.05
+"""Per-request serving cost outside the forward passes (HTTP, tokenization, scheduling, first
+detokenization), fitted with ``BENCHMARK_WAVES``; only in ``ttft_burst_s``."""
 DRAFT_OVERHEAD_FRACTION = 0.1
 """Share of the fixed step overhead each draft step costs (a few kernel launches)."""
 
@@ -111,7 +131,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     cep = np.maximum(c.ep, 1)
     bad |= is_moe & ((n_exp % cep != 0) | (stage_devices_i % cep != 0))
     bad |= ~is_moe & (c.ep != 1)
-    over = stage_devices_i > S.scale_up_domain[s]
+    domain_i = np.minimum(S.scale_up_domain[s], S.devices_per_system[s])
+    over = (stage_devices_i > domain_i) & (stage_devices_i % domain_i != 0)
     unsupported = ~(A.native[a, wp] | A.weight_only[a, wp]) | ~A.native[a, kp]
     problem[unsupported] = Problem.PRECISION_UNSUPPORTED
     problem[over] = Problem.OVER_SCALE_UP
@@ -131,12 +152,15 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     full_t = layers * tfrac - sliding_t
     window = M.sliding_window[m]
 
-    # (memory) weights, KV, workspace
+    # (memory) weights, KV, workspace. 4-bit formats on an MoE model: experts only (FOUR_BIT).
+    rp = np.where(_FOUR_BIT[wp] & is_moe, _BF16, wp)  # precision of the non-expert weights
     wbytes = _BYTES[wp]
+    rbytes = _BYTES[rp]
     kbytes = _BYTES[kp]
     replicated, experts = M.replicated_params[m], M.expert_params[m]
     weights = weight_bytes_per_device(
         weight_bytes_per_param=wbytes,
+        replicated_bytes_per_param=rbytes,
         replicated_params=replicated,
         expert_params=experts,
         embedding_params=M.embedding_params[m],
@@ -169,20 +193,23 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     bw = A.memory_bandwidth_bytes_per_s[a] * A.bandwidth_fraction[a]
     compute_col = np.where(A.native[a, wp], wp, _BF16)
     flops = A.peak_flops[a, compute_col] * A.flops_fraction[a]
+    flops_r = np.where(rp == wp, flops, A.peak_flops[a, rp] * A.flops_fraction[a])
     attn_flops_rate = A.peak_flops[a, _BF16] * A.flops_fraction[a]
     link = A.scale_up_bytes_per_s[a] * A.link_fraction[a]
     hop = A.scale_up_latency_s[a]
+    nic = S.scale_out_bytes_per_s[s] / S.devices_per_system[s] * A.link_fraction[a]
+    links = Links(link, hop, nic, S.scale_out_latency_s[s], A.collective_overhead_s[a])
     in_one_domain = (n * pp <= S.scale_up_domain[s]) & (n * pp <= S.devices_per_system[s])
     pp_link = np.where(in_one_domain, link, S.scale_out_bytes_per_s[s] * A.link_fraction[a])
     pp_latency = np.where(in_one_domain, hop, S.scale_out_latency_s[s])
     overhead = A.step_overhead_s[a] + A.layer_overhead_s[a] * layers
-    collective = A.collective_overhead_s[a]
 
     head_bytes = 2.0 * M.lm_head_params[m] / tp
     head_flops_per_token = 2.0 * M.lm_head_params[m] / tp
     touched_log = np.log1p(-np.minimum(M.active_expert_fraction[m], 1.0 - 1e-12))
     active_experts = experts * M.active_expert_fraction[m]
     attn_per_ctx = M.attention_flops_per_token_ctx_layer[m] / tp
+    attn_prefill_per_ctx = M.attention_prefill_flops_per_token_ctx_layer[m] / tp
     ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_t, sliding_t, window)
     # mean context of a prefilled token: after the cached prefix, half-way through the rest
     ctx_prefill = kv_tokens_held(cached + 0.5 * fresh, full_t, sliding_t, window)
@@ -192,12 +219,16 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks)."""
         tokens = decode_tokens + prefill_tokens
         touched = -np.expm1(tokens * touched_log)
-        weight_read = wbytes * tfrac * (replicated / tp + experts * touched / n) + head_bytes / pp
-        memory_s = (weight_read + kv_read_per_stream * streams / dp) / bw
-        linear = 2.0 * tfrac * (tokens / dp * replicated / tp + tokens * active_experts / n)
-        linear = linear + decode_tokens / dp * head_flops_per_token / pp
-        attention = attn_per_ctx / dp * (decode_tokens * ctx_decode + prefill_tokens * ctx_prefill)
-        compute_s = linear / flops + attention / attn_flops_rate
+        weight_read = tfrac * (rbytes * replicated / tp + wbytes * experts * touched / n)
+        memory_s = (weight_read + head_bytes / pp + kv_read_per_stream * streams / dp) / bw
+        linear_r = 2.0 * tfrac * tokens / dp * replicated / tp
+        linear_r = linear_r + decode_tokens / dp * head_flops_per_token / pp
+        linear_e = 2.0 * tfrac * tokens * active_experts / n
+        attention = (
+            attn_per_ctx * decode_tokens * ctx_decode
+            + attn_prefill_per_ctx * prefill_tokens * ctx_prefill
+        ) / dp
+        compute_s = linear_r / flops_r + linear_e / flops + attention / attn_flops_rate
         comm_s = stage_comm_s(
             tokens=tokens,
             tp=tp,
@@ -207,9 +238,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
             experts_per_token=M.experts_per_token[m],
             dense_layers=dense_t,
             moe_layers=moe_t,
-            link_bytes_per_s=link,
-            hop_s=hop,
-            call_s=collective,
+            domain=domain_i.astype(f),
+            link=links,
         )
         hop_s = np.where(
             pp > 1,
@@ -237,17 +267,42 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         1.0,
     )
 
-    # (4) aggregated serving: prefills of replacement requests ride in every step
-    prefill_tokens = micro * accepted * fresh / osl
-    comp_a, mem_a, comm_a, hops_a = stage(micro * verify, prefill_tokens, micro)
-    agg_step = pp * (_roof(comp_a, mem_a) + comm_a) + hops_a + overhead + draft_s
+    # (4) aggregated serving: each replacement request's whole prompt is prefilled in chunks of
+    # at most PREFILL_CHUNK_TOKENS that ride with a decode step; the extra time of those mixed
+    # steps is spread over all steps (a fraction prefill_per_step / chunk of the steps carry
+    # one). Prompts arriving faster than one chunk per step all ride in every step (the fused
+    # limit), so that fraction never exceeds 1.
+    decode_s = pp * (core_d + comm_d) + hops_d
+    prefill_per_step = micro * accepted * fresh / osl  # prefill tokens per stage step, mean
+    chunk = np.maximum(np.minimum(fresh, PREFILL_CHUNK_TOKENS), prefill_per_step)
+    comp_a, mem_a, comm_a, hops_a = stage(micro * verify, chunk, micro)
+    mixed_s = pp * (_roof(comp_a, mem_a) + comm_a) + hops_a
+    agg_step = step_s + prefill_per_step / chunk * (mixed_s - decode_s)
     tpot = agg_step / accepted
 
-    # (5) prefill of one request alone, TTFT floor, slot time, throughput
+    # (5) prefill of one request alone (TTFT floor), and a burst of batch requests at once
     one = np.ones_like(micro)
-    comp_p, mem_p, comm_p, hops_p = stage(zero, fresh, one)
-    prefill_s = pp * (_roof(comp_p, mem_p) + comm_p) + hops_p + overhead
+    first = np.minimum(fresh, PREFILL_CHUNK_TOKENS)
+    passes = fresh / first
+    comp_p, mem_p, comm_p, hops_p = stage(zero, first, one)
+    pass_s = _roof(comp_p, mem_p) + comm_p  # one stage, one chunk
+    prefill_s = (passes + pp - 1.0) * pass_s + hops_p + passes * overhead
     ttft = prefill_s + step_s
+    # Burst: all batch requests start together (a closed-loop benchmark). In the first wave each
+    # dp rank prefills its batch / dp prompts in full chunks; the mean request is served after
+    # half the wave's tokens (plus its own), then one decode step. Later waves arrive staggered
+    # by the first one's spread: a request waits for the step in flight, then its prefill.
+    rank_tokens = np.ceil(batch / dp) * fresh
+    burst_chunk = np.minimum(rank_tokens, PREFILL_CHUNK_TOKENS)
+    comp_b, mem_b, comm_b, hops_b = stage(zero, burst_chunk * dp, one)
+    burst_passes = 0.5 * (rank_tokens + fresh) / burst_chunk
+    burst_pass_s = _roof(comp_b, mem_b) + comm_b
+    first_wave = (burst_passes + pp - 1.0) * burst_pass_s + hops_b + burst_passes * overhead
+    staggered = ttft + agg_step
+    ttft_burst = (
+        REQUEST_OVERHEAD_S
+        + (first_wave + step_s + (BENCHMARK_WAVES - 1.0) * staggered) / BENCHMARK_WAVES
+    )
     request_s = ttft + (osl - 1.0) * tpot
     devices = (tp * dp * pp).astype(np.int64)
     per_replica = batch * osl / request_s
@@ -291,6 +346,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         tokens_per_s_per_device=out(per_replica / devices),
         prefill_s=out(prefill_s),
         ttft_floor_s=out(ttft),
+        ttft_burst_s=out(ttft_burst),
         request_s=out(request_s),
         step_draft_s=out(draft_s),
         aggregated_step_s=out(agg_step),

@@ -114,6 +114,12 @@ class Estimate:
     replica."""
     ttft_floor_s: FloatArray
     """Time to first token with no queueing: prefill + one decode step."""
+    ttft_burst_s: FloatArray
+    """Mean time to first token of a closed-loop benchmark at concurrency ``batch`` whose clients
+    start together: a first wave in which the replica prefills all ``batch`` prompts chunk by
+    chunk (each request waits for those ahead of it), later waves staggered, plus a per-request
+    serving overhead (``fleet.perf.model.BENCHMARK_WAVES``, ``REQUEST_OVERHEAD_S``). Compare it
+    with measured TTFTs; the planner uses ``ttft_floor_s`` and adds its own queueing wait."""
     request_s: FloatArray
     """Time a request holds a batch slot: TTFT floor + (osl - 1) x TPOT."""
     step_draft_s: FloatArray

@@ -41,7 +41,8 @@ def result():  # type: ignore[no-untyped-def]
 def test_median_errors_within_15_percent(result) -> None:  # type: ignore[no-untyped-def]
     _, runs, err = result
     assert len(runs) == 1112
-    assert len(err.rows) > 1000  # only cross-node layouts and over-capacity runs are left out
+    assert len(err.rows) > 1000  # only over-capacity runs are left out
+    assert "OVER_SCALE_UP" not in err.excluded  # multi-node tp / ep layouts are evaluated
     assert np.median(np.abs(err.tpot)) <= 0.15
     assert np.median(np.abs(err.tokens_per_s_per_gpu)) <= 0.15
 

@@ -46,3 +46,26 @@ def test_the_70b_fits_on_chained_wafers_under_the_planner_search(catalog, arrays
     # 140 GB of bf16 weights over 44 GB wafers: at least 4 stages, as Cerebras runs it.
     assert np.all(configs.pp[fits] >= 4)
     assert est.tokens_per_s_per_user[fits].max() > 1000
+
+
+def test_wide_expert_parallel_layouts_span_nodes_and_evaluate(catalog, arrays) -> None:
+    """DeepSeek-R1 on 8-GPU H200 nodes: the grid offers attention-DP stages of 16-64 GPUs with the
+    widest ep, and the model evaluates them (multi-node EP over InfiniBand) instead of rejecting
+    them; a dense model gets none."""
+    wide = {r for r in _rows(layouts(catalog, "deepseek-r1", "hgx-h200-8")) if r[0] * r[2] > 8}
+    assert {(1, 1, 16, 16), (1, 1, 32, 32), (1, 1, 64, 64)} <= wide
+    assert all(tp == 1 and dp == ep for tp, _, dp, ep in wide)
+    assert not any(r[0] * r[2] > 8 for r in _rows(layouts(catalog, "llama-3.1-70b", "hgx-h200-8")))
+    configs, est = evaluate_grid(
+        catalog,
+        arrays,
+        "deepseek-r1",
+        "hgx-h200-8",
+        batches=(256,),
+        precisions=("fp8",),
+        isl=1024,
+        osl=1024,
+    )
+    spans = configs.dp * configs.tp > 8
+    assert spans.any() and est.fits[spans].all()
+    assert (est.systems_per_replica[spans] >= 2).all()

@@ -192,7 +192,7 @@ def test_problem_codes_never_raise(catalog: Catalog, arrays: CatalogArrays) -> N
         catalog,
         model=[
             "llama-3.1-70b",
-            "llama-3.1-70b",
+            "deepseek-r1",
             "deepseek-r1",
             "llama-3.1-70b",
             "llama-3.1-8b",
@@ -208,8 +208,9 @@ def test_problem_codes_never_raise(catalog: Catalog, arrays: CatalogArrays) -> N
             "h100-sxm",
             "h100-sxm",
         ],
-        tp=[3, 16, 8, 1, 1, 8, 1],
-        ep=[1, 1, 3, 1, 1, 1, 2],
+        tp=[3, 1, 8, 1, 1, 8, 1],
+        dp=[1, 12, 1, 1, 1, 1, 1],
+        ep=[1, 4, 3, 1, 1, 1, 2],
         pp=[1, 1, 1, 1, 1, 2, 1],
         precision=["fp8", "fp8", "fp8", "fp8", "fp8", "bf16", "fp8"],
         batch=[1, 1, 1, 64, 1, 8, 1],
@@ -217,7 +218,7 @@ def test_problem_codes_never_raise(catalog: Catalog, arrays: CatalogArrays) -> N
     est = estimate(arrays, configs)
     assert est.problem.tolist() == [
         Problem.BAD_LAYOUT,  # tp 3 does not divide 64 heads
-        Problem.OVER_SCALE_UP,  # 16 GPUs of tensor parallel on an 8-GPU NVLink node
+        Problem.OVER_SCALE_UP,  # a 12-GPU stage is not a whole number of 8-GPU NVLink nodes
         Problem.BAD_LAYOUT,  # ep 3 divides neither 256 experts nor 8 devices
         Problem.DOES_NOT_FIT,  # 70B FP8 on one 80 GB GPU
         Problem.PRECISION_UNSUPPORTED,  # WSE-3 serves 16-bit weights only
@@ -367,3 +368,31 @@ def test_sram_resident_speeds_near_published(
         est.devices_per_replica[ok].min() * catalog.accelerator(accelerator).memory_gb
         > (est.weight_bytes_per_device[ok][0] * est.devices_per_replica[ok][0] / 1e9) * 0.99
     )
+
+
+def test_stages_span_systems_over_the_scale_out_network(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """Multi-node tensor / expert parallel: a 16-GPU stage on 8-GPU HGX nodes is valid, spans two
+    systems, and its collectives pay InfiniBand (50 GB/s per GPU, 5 us) on top of NVLink; wide EP
+    inside one GB200 NVL72 rack stays on NVLink."""
+    configs = make_configs(
+        catalog,
+        model=["llama-3.1-70b", "llama-3.1-70b", "deepseek-r1", "deepseek-r1", "deepseek-r1"],
+        system=["hgx-h100-8", "hgx-h100-8", "hgx-h200-8", "hgx-h200-8", "gb200-nvl72"],
+        tp=[8, 16, 8, 1, 1],
+        dp=[1, 1, 1, 64, 64],
+        ep=[1, 1, 8, 64, 64],
+        precision="fp8",
+        batch=[8, 8, 64, 2048, 2048],
+        isl=1024,
+        osl=256,
+    )
+    est = estimate(arrays, configs)
+    assert (est.problem == Problem.OK).all()
+    assert est.systems_per_replica.tolist() == [1, 2, 1, 8, 1]
+    # tp 16 over two nodes: the all-reduces gain an inter-node stage, so comm grows.
+    assert est.step_comm_s[1] > est.step_comm_s[0]
+    # DeepSeek wide EP over 8 nodes vs inside one NVL72 (same layout, 2048 streams): 7/8 of the
+    # all-to-all traffic crosses InfiniBand at 50 GB/s per GPU instead of NVLink at 900 GB/s.
+    assert est.step_comm_s[3] > 5.0 * est.step_comm_s[4]

@@ -96,7 +96,9 @@ def test_never_faster_than_bandwidth_roofline(c: Configs) -> None:
     ok = est.problem <= Problem.DOES_NOT_FIT
     M = ARRAYS.models
     m = c.model
-    wbytes = np.asarray([{"bf16": 2, "fp8": 1, "fp4": 0.5, "int8": 1}[p] for p in PRECISIONS])
+    wbytes = np.asarray(
+        [{"bf16": 2, "fp8": 1, "fp4": 0.5, "int8": 1, "int4": 0.5}[p] for p in PRECISIONS]
+    )
     dense_bytes = wbytes[c.weight_precision] * M.replicated_params[m] / c.tp / c.pp
     peak = ARRAYS.accelerators.memory_bandwidth_bytes_per_s[ARRAYS.systems.accelerator[c.system]]
     floor_s = c.pp * dense_bytes / peak

@@ -51,7 +51,7 @@ def _nothing(doc: dict[str, Any]) -> None:
     "tighten",
     [
         lambda doc: _tier(doc, "fast").update(min_tokens_per_s_per_user=200),
-        lambda doc: _tier(doc, "fast").update(max_ttft_ms=150),
+        lambda doc: _tier(doc, "fast").update(max_ttft_ms=15),
         lambda doc: _tier(doc, "standard").update(min_tokens_per_s_per_user=60, max_ttft_ms=800),
     ],
     ids=["fast-speed-floor", "fast-ttft", "standard-both"],

@@ -121,14 +121,6 @@ def test_the_stock_8b_quality_hands_fast_back_to_the_flagship(one_day, catalog, 
     assert all(a.ttft_ms <= 400 for a in fast if a.pool in BLACKWELL_POOLS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known planner gap: the headroom sizes each candidate's utilization cap with its own "
-    "TTFT slack, while the tier's replicas share one router and one wait; an H100 replica whose "
-    "TTFT floor leaves ~0.1 s of slack reports p99 TTFT 2.2 s against the 2 s SLO in hour 23 "
-    "(before the plan reported the pooled wait, 30 assignments showed 34-200 s). Remove the mark "
-    "when the headroom accounts for the pooled wait per floor.",
-)
 def test_every_assignment_meets_its_ttft_slo(one_day, catalog, arrays) -> None:
     for s in (one_day, _with_quality(one_day, STOCK_8B_QUALITY)):
         plan = _plan(s, catalog, arrays)

@@ -1,0 +1,146 @@
+"""bench/published_points.py: the published points decode, and the model is compared to each.
+
+No network: the points come from the checked-in data file, the model from the catalog."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+from bench.published_points import (
+    BATCHES,
+    POINTS_FILE,
+    evaluate,
+    load_points,
+    main,
+    render,
+    spread,
+    summarize,
+)
+from fleet.catalog import PRECISIONS
+from fleet.catalog.load import Catalog
+from fleet.errors import InputError
+from fleet.perf.arrays import CatalogArrays
+from fleet.perf.frontier import frontier
+
+
+@pytest.fixture(scope="module")
+def points():
+    return load_points()
+
+
+@pytest.fixture(scope="module")
+def evaluations(catalog: Catalog, arrays: CatalogArrays, points):
+    return evaluate(catalog, arrays, points)
+
+
+def test_every_entry_decodes_with_a_source(points) -> None:
+    raw = msgspec.toml.decode(POINTS_FILE.read_bytes())
+    assert len(points) == len(raw["points"]) >= 20
+    assert len({p.id for p in points}) == len(points)
+    for p in points:
+        assert p.source_url.startswith("https://")
+        assert p.location and p.engine and p.serving_notes
+        if "inferencex.semianalysis.com" in p.source_url:
+            # InferenceX charts count input + output tokens per GPU.
+            assert p.throughput_counts == "input+output", p.id
+
+
+def test_loader_names_the_field_and_duplicates(tmp_path: Path, points) -> None:
+    text = POINTS_FILE.read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace('precision = "fp8"', 'precision = "fp8"\nbogus = 1', 1))
+    with pytest.raises(InputError, match=r"bogus.*\$\.points\[0\]"):
+        load_points(bad)
+    first = text.index("\n[[points]]\n")
+    second = text.index("\n[[points]]\n", first + 1)
+    dup = tmp_path / "dup.toml"
+    dup.write_text(text + "\n" + text[first:second])
+    with pytest.raises(InputError, match=f"duplicate id '{points[0].id}'"):
+        load_points(dup)
+    with pytest.raises(InputError, match=r"missing\.toml"):
+        load_points(tmp_path / "missing.toml")
+
+
+def test_a_ratio_for_every_point_the_catalog_covers(catalog: Catalog, evaluations) -> None:
+    ratios = 0
+    for e in evaluations:
+        p = e.point
+        covered = (
+            p.model in catalog.models
+            and p.accelerator in catalog.accelerators
+            and p.precision in PRECISIONS
+        )
+        if not covered:
+            assert e.ratio is None
+            assert "not in the catalog" in e.reason or "not one farebox models" in e.reason
+            continue
+        if e.ratio is None:
+            # The only other outcome is a model finding, stated with the fastest it reaches.
+            assert e.reason.startswith("no layout reaches"), (p.id, e.reason)
+            continue
+        ratios += 1
+        assert math.isfinite(e.ratio) and e.ratio > 0
+        assert e.tokens_per_s_per_user >= p.tokens_per_s_per_user
+        assert e.configuration
+    assert ratios >= 40
+
+
+def test_ratio_is_the_frontier_best_in_published_accounting(
+    catalog: Catalog, arrays: CatalogArrays, points
+) -> None:
+    point = next(p for p in points if p.id == "l70-b200-fp8-1k1k-76")
+    (e,) = evaluate(catalog, arrays, [point])
+    front = frontier(
+        catalog,
+        arrays,
+        "llama-3.1-70b",
+        "hgx-b200-8",
+        isl=1024,
+        osl=1024,
+        precisions=("fp8",),
+        batches=BATCHES,
+    )
+    reach = front.estimate.tokens_per_s_per_user >= 76
+    best = front.estimate.tokens_per_s_per_device[reach].max()
+    assert e.tokens_per_s_per_gpu == pytest.approx(best * 2.0)  # (1024 + 1024) / 1024
+    output_only = msgspec.structs.replace(point, throughput_counts="output")
+    (o,) = evaluate(catalog, arrays, [output_only])
+    assert o.tokens_per_s_per_gpu == pytest.approx(best)
+    assert o.ratio == pytest.approx(e.ratio / 2.0)
+
+
+def test_unevaluable_points_are_listed_with_reasons(evaluations) -> None:
+    summary = summarize(evaluations)
+    skipped = [e for e in evaluations if e.ratio is None]
+    assert summary.not_evaluable == len(skipped) > 0
+    assert summary.evaluated + summary.not_evaluable == len(evaluations)
+    text = render(evaluations, summary, markdown=True)
+    for e in skipped:
+        assert f"- {e.point.id}: {e.reason}" in text
+    reasons = {e.point.id: e.reason for e in skipped}
+    assert "MI355X is not in the catalog" in reasons["l70-mi355x-fp8-1k1k-55"]
+    assert "Qwen 3.5 397B-A17B is not in the catalog" in reasons["qwen35-b200-fp4-1k1k-95"]
+
+
+def test_average_is_the_geometric_mean_of_the_worse_side(evaluations) -> None:
+    s = spread([2.0, 0.5, 1.0])
+    assert s is not None and s.off_factor == pytest.approx(2 ** (2 / 3)) and s.bias == 1.0
+    assert spread([]) is None
+    summary = summarize(evaluations)
+    r = np.array([e.ratio for e in evaluations if e.ratio is not None])
+    assert summary.overall.off_factor == pytest.approx(np.exp(np.abs(np.log(r)).mean()))
+    assert summary.overall.bias == pytest.approx(np.exp(np.log(r).mean()))
+    assert sum(s.points for s in summary.by_accelerator.values()) == len(r)
+
+
+def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "| all |" in out and "Not evaluable" in out
+    assert main(["--spec", "3"]) == 2
+    assert "--spec" in capsys.readouterr().err
