@@ -81,7 +81,7 @@ def _read(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     except FileNotFoundError:
         raise InputError(f"--from-csv: {path} does not exist") from None
     except UnicodeDecodeError as err:
-        raise InputError(f"--from-csv: {path} is not UTF-8 text (offset {err.start})") from None
+        raise InputError(f"--from-csv: {path}: invalid UTF-8 (offset {err.start})") from None
     except csv.Error as err:
         raise InputError(f"--from-csv: {path}: not a CSV file: {err}") from None
     except OSError as err:

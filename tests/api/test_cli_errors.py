@@ -51,7 +51,7 @@ def test_estimate_csv_out_into_missing_folder(capsys, tmp_path: Path) -> None:
 def test_estimate_csv_binary_input(capsys, tmp_path: Path) -> None:
     src = tmp_path / "in.csv"
     src.write_bytes(b"model,batch\n\xff\xfe\x00\x01")
-    one_line_exit_2(capsys, ["estimate", "--from-csv", str(src)], "not UTF-8")
+    one_line_exit_2(capsys, ["estimate", "--from-csv", str(src)], "invalid UTF-8")
 
 
 def test_report_out_onto_a_file(capsys, tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_report_out_onto_a_file(capsys, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        (bytes(range(256)) * 8, "$: not valid TOML: not UTF-8 text"),
+        (bytes(range(256)) * 8, "$: not valid TOML: invalid UTF-8"),
         (b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", "$: not valid TOML: nested too deeply"),
         (
             b"x = " + b"{a = " * 5000 + b"1" + b"}" * 5000 + b"\n",
@@ -120,7 +120,11 @@ def test_infinite_time_limit(capsys, tmp_path: Path, command: str) -> None:
             "  " + "0, " * 23 + "0,",
             "nothing served: no demand in any period",
         ),
-        ("count = 6 }", "count = 6, usd_per_hour = 400 }", "more than the highest price"),
+        (
+            "count = 6 }",
+            "count = 6, usd_per_hour = 400 }",
+            "llama-8b/fast: nothing served: the cheapest configuration costs $",
+        ),
     ],
     ids=["zero demand", "usd_per_hour=400"],
 )
