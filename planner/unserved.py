@@ -4,9 +4,9 @@ Serving nothing can be the right answer: there is no demand, or the cheapest con
 more per token than any price on the menu pays, or the demand at the chosen price is too small to
 pay for whole replicas. The plan then says which, per (family, tier), next to its zero revenue:
 
-    llama-8b/standard: nothing served: the cheapest configuration costs $1.17 per M output tokens
-    at full load (h100-us-east, tp=1 fp8 batch 256 spec k=3, 1 system(s) at $400.00/h), more than
-    the highest price on the menu pays ($1.15 per M output tokens at multiplier 2)
+    llama-8b/standard: nothing served: the cheapest configuration costs $4.75 per M output tokens
+    at full load (h100-us-east, tp=1 fp8 batch 256 spec k=3, 1 system(s) at $2,000.00/h), more
+    than the highest price on the menu pays ($1.15 per M output tokens at multiplier 2)
 
 Tiers that no configuration can serve at all are explained by ``planner.reasons`` instead.
 """

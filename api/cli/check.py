@@ -24,15 +24,17 @@ import traceback
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from fleet.catalog.load import Catalog, load_catalog
+from api.cli._output import output_file, write_error
 from fleet.errors import InputError
-from fleet.perf.arrays import CatalogArrays, build_arrays
-from planner.check import Outcome, evaluate, format_measured
-from planner.plan import Plan
-from planner.run import load_scenario, plan_scenario
-from planner.solution import Progress, ProgressCallback
+
+if TYPE_CHECKING:
+    from fleet.catalog.load import Catalog
+    from fleet.perf.arrays import CatalogArrays
+    from planner.check import Outcome
+    from planner.plan import Plan
+    from planner.solution import Progress, ProgressCallback
 
 DEFAULT_DIR = Path("scenarios")
 PROGRESS_EVERY_S = 5.0
@@ -101,6 +103,9 @@ def check_file(
     log: TextIO | None = None,
 ) -> ScenarioResult:
     """Plan one scenario file and evaluate its expectations; never raises for a bad file."""
+    from planner.check import evaluate
+    from planner.run import load_scenario, plan_scenario
+
     start = time.perf_counter()
     result = ScenarioResult(path=path, name=path.stem)
     try:
@@ -131,8 +136,11 @@ def _progress_printer(name: str, log: TextIO) -> ProgressCallback:
         last[0] = p.elapsed_s
         bound = "" if p.bound is None else f" bound {p.bound:,.0f}"
         objective = "" if p.objective is None else f" plan {p.objective:,.0f}"
-        print(f"      {name}: {p.elapsed_s:5.1f} s{objective}{bound}  {p.message}", file=log,
-              flush=True)
+        print(
+            f"      {name}: {p.elapsed_s:5.1f} s{objective}{bound}  {p.message}",
+            file=log,
+            flush=True,
+        )
 
     return report
 
@@ -150,6 +158,8 @@ def _summary(r: ScenarioResult) -> str:
 
 def format_results(results: list[ScenarioResult]) -> str:
     """The table ``farebox check`` prints: one block per scenario, one line per expectation."""
+    from planner.check import format_measured
+
     lines: list[str] = []
     rows = [o for r in results for o in r.outcomes]
     w_label = max([len(o.label) for o in rows] + [10])
@@ -184,6 +194,8 @@ def format_results(results: list[ScenarioResult]) -> str:
 
 def junit_xml(results: list[ScenarioResult]) -> bytes:
     """One testsuite per scenario, one testcase per expectation (an error case when it broke)."""
+    from planner.check import format_measured
+
     suites = ET.Element("testsuites", name="farebox check")
     for r in results:
         suite = ET.SubElement(
@@ -206,9 +218,7 @@ def junit_xml(results: list[ScenarioResult]) -> bytes:
             )
             measured = format_measured(o.measured)
             if not o.passed:
-                failure = ET.SubElement(
-                    case, "failure", message=f"measured {measured}: {o.detail}"
-                )
+                failure = ET.SubElement(case, "failure", message=f"measured {measured}: {o.detail}")
                 failure.text = (
                     f"expected {o.label} {o.wanted}\nmeasured {measured}\n{o.detail}\n"
                     + (f"why expected: {o.expectation.note}\n" if o.expectation.note else "")
@@ -220,6 +230,18 @@ def junit_xml(results: list[ScenarioResult]) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fleet.catalog.load import load_catalog
+    from fleet.perf.arrays import build_arrays
+    from planner.scenario import MAX_TIME_LIMIT_S
+
+    if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT_S:
+        raise InputError(f"--time-limit: must be > 0 and <= {MAX_TIME_LIMIT_S:g}")
+    if args.junit is not None:
+        try:  # CI passes paths like reports/junit.xml: the folder is created
+            args.junit.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise write_error("--junit", args.junit, err) from None
+        output_file(args.junit, "--junit")
     files = scenario_files(list(args.paths))
     catalog = load_catalog(args.catalog_dir)
     arrays = build_arrays(catalog)
@@ -237,8 +259,10 @@ def run(args: argparse.Namespace) -> int:
         results.append(r)
     print(format_results(results))
     if args.junit is not None:
-        args.junit.parent.mkdir(parents=True, exist_ok=True)
-        args.junit.write_bytes(junit_xml(results))
+        try:
+            args.junit.write_bytes(junit_xml(results))
+        except OSError as err:
+            raise write_error("--junit", args.junit, err) from None
     if any(r.input_error for r in results):
         return 2
     return 0 if all(r.passed for r in results) else 1

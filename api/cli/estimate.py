@@ -1,36 +1,38 @@
 """``farebox estimate``: the performance model for one configuration, or for a CSV of many.
 
 One:   farebox estimate --model llama-3.1-70b --accelerator h100-sxm --tp 4 --batch 32
-                        --isl 2048 --osl 512 [--precision fp8]
+                        --isl 2048 --osl 512 [--precision fp8] [--prefix-cached-tokens 600]
                         [--spec-draft 3 --spec-acceptance 0.7]
                         [--json]
 Many:  farebox estimate --from-csv configs.csv [--out results.csv]
-       columns model,accelerator,precision,tp,pp,dp,ep,batch,isl,osl (optional: system,
-       kv_precision, spec_draft, spec_acceptance); other columns are carried through. A bad row
-       gets fits=false and an ``error`` column instead of aborting the file.
+       columns model and batch, and accelerator or system; optional: precision, kv_precision,
+       tp, pp, dp, ep, isl, osl, prefix_cached_tokens, spec_draft, spec_acceptance (an empty
+       cell takes the flag's default); other columns are carried through. A bad row gets
+       fits=false and an ``error`` column instead of aborting the file (``api.cli._estimate_csv``).
+
+The weight precision defaults to the accelerator's own: its native floating-point format with
+the highest peak tensor throughput (``Accelerator.default_precision``: fp8 on Hopper, fp4 on
+Blackwell, bf16 on TPUs). To reproduce a plan's assignment, pass its variant, its pool's system,
+layout, precision, kv precision, batch cap and draft length, the family's mean input and output
+tokens as --isl/--osl (rounded), round(isl x prefix_cache_hit_rate) as --prefix-cached-tokens, and
+the scenario's acceptance for that draft length.
 
 For one configuration, unknown ids, impossible layouts and a model that does not fit are one-line
-errors (exit 2).
+errors (exit 2). Heavy modules load only when a command runs, so ``--help`` is quick.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
-import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from fleet.catalog import Catalog, load_catalog
+from api.cli._output import output_file
 from fleet.errors import InputError
-from fleet.perf.arrays import build_arrays
-from fleet.perf.configs import make_configs
-from fleet.perf.explain import describe_problem
-from fleet.perf.model import estimate
-from fleet.perf.types import Bound, Configs, Estimate, Problem
+
+if TYPE_CHECKING:
+    from fleet.catalog import Catalog
+    from fleet.perf.types import Configs, Estimate
 
 RESULT_COLUMNS = (
     "fits",
@@ -53,23 +55,54 @@ RESULT_COLUMNS = (
     "usable_gb_per_device",
 )
 
+PRECISION_HELP = (
+    "weight precision: bf16, fp8, fp4, int8 or int4 (default: the accelerator's native float format "
+    "with the highest peak throughput: fp8 on H100/H200/MI300X/MI325X/Gaudi 3, fp4 on "
+    "B200/GB200, bf16 on TPU, LPU and WSE-3)"
+)
+DEFAULTS: dict[str, int | float] = {
+    "tp": 1,
+    "pp": 1,
+    "dp": 1,
+    "ep": 1,
+    "isl": 1024,
+    "osl": 256,
+    "prefix_cached_tokens": 0,
+    "spec_draft": 0,
+    "spec_acceptance": 0.0,
+}
+"""Flag defaults, also those of an empty CSV cell."""
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("estimate", help="performance model for one or many configurations")
-    p.add_argument("--model")
-    p.add_argument("--accelerator")
-    p.add_argument("--system", help="system id (default: the accelerator's default system)")
+    p.add_argument("--model", help="model id of the catalog")
+    p.add_argument("--accelerator", help="accelerator id (its first system in the catalog)")
+    p.add_argument("--system", help="system id, instead of --accelerator")
+    p.add_argument("--precision", help=PRECISION_HELP)
     p.add_argument(
-        "--precision", default="fp8", help="weight precision (bf16, fp8, fp4, int8, int4)"
+        "--kv-precision", help="KV-cache precision (default: fp8 with 8/4-bit weights where native)"
     )
-    p.add_argument("--kv-precision", help="KV-cache precision (default: fp8 with 8/4-bit weights)")
     for name in ("tp", "pp", "dp", "ep"):
-        p.add_argument(f"--{name}", type=int, default=1)
-    p.add_argument("--batch", type=int, help="concurrent requests of the replica")
-    p.add_argument("--isl", type=int, default=1024, help="input tokens per request")
-    p.add_argument("--osl", type=int, default=256, help="output tokens per request")
-    p.add_argument("--spec-draft", type=int, default=0, help="speculative draft length k")
-    p.add_argument("--spec-acceptance", type=float, default=0.0, help="per-token acceptance a")
+        p.add_argument(f"--{name}", type=int, default=DEFAULTS[name], help=f"{name} degree")
+    p.add_argument("--batch", type=int, help="concurrent requests of the replica (required)")
+    p.add_argument("--isl", type=int, default=DEFAULTS["isl"], help="input tokens per request")
+    p.add_argument("--osl", type=int, default=DEFAULTS["osl"], help="output tokens per request")
+    p.add_argument(
+        "--prefix-cached-tokens",
+        type=int,
+        default=DEFAULTS["prefix_cached_tokens"],
+        help="of --isl, tokens whose KV the prefix cache supplies (no prefill compute)",
+    )
+    p.add_argument(
+        "--spec-draft", type=int, default=DEFAULTS["spec_draft"], help="speculative draft length k"
+    )
+    p.add_argument(
+        "--spec-acceptance",
+        type=float,
+        default=DEFAULTS["spec_acceptance"],
+        help="per-token acceptance a",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--from-csv", type=Path, help="estimate every row of this CSV")
     p.add_argument("--out", type=Path, help="with --from-csv: write results here (default stdout)")
@@ -77,28 +110,41 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    catalog = load_catalog()
+    from fleet.catalog import load_catalog
+
     if args.from_csv is not None:
-        return _run_csv(catalog, args.from_csv, args.out)
+        from api.cli._estimate_csv import run_csv
+
+        output_file(args.out, "--out")
+        return run_csv(load_catalog(), args.from_csv, args.out)
+    from fleet.perf.arrays import build_arrays
+    from fleet.perf.configs import make_configs
+    from fleet.perf.explain import describe_problem
+    from fleet.perf.model import estimate
+
     for field in ("model", "batch"):
         if getattr(args, field) is None:
             raise InputError(f"--{field} is required (or give --from-csv)")
     if (args.accelerator is None) == (args.system is None):
         raise InputError("give --accelerator or --system")
+    catalog = load_catalog()
+    system = (
+        catalog.system(args.system) if args.system else catalog.default_system(args.accelerator)
+    )
     configs = make_configs(
         catalog,
         model=args.model,
-        accelerator=None if args.system else args.accelerator,
-        system=args.system,
+        system=system.id,
         tp=args.tp,
         pp=args.pp,
         dp=args.dp,
         ep=args.ep,
-        precision=args.precision,
+        precision=args.precision or catalog.accelerators[system.accelerator].default_precision,
         kv_precision=args.kv_precision,
         batch=args.batch,
         isl=args.isl,
         osl=args.osl,
+        prefix_cached_tokens=args.prefix_cached_tokens,
         spec_draft_tokens=args.spec_draft,
         spec_acceptance=args.spec_acceptance,
     )
@@ -108,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(message)
     row = result_row(configs, est, 0)
     if args.json:
+        import json
+
         print(json.dumps(row, indent=2))
     else:
         print(_table(catalog, configs, row))
@@ -116,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
 
 def result_row(configs: Configs, est: Estimate, i: int) -> dict[str, Any]:
     """Row ``i`` in the faces' units (ms, GB, tokens/s)."""
+    import numpy as np
+
+    from fleet.perf.types import Bound, Problem
+
     problem = Problem(int(est.problem[i]))
     valid = problem in (Problem.OK, Problem.DOES_NOT_FIT)
 
@@ -160,8 +212,9 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     system = list(catalog.systems)[configs.system[0]]
     mem = row["memory"]
     lines = [
-        f"{model} on {system}: {layout_label(configs, 0)}, isl {configs.isl[0]}, "
-        f"osl {configs.osl[0]}",
+        f"{model} on {system}: {layout_label(configs, 0)}, isl {configs.isl[0]}"
+        + (f" ({cached} cached)" if (cached := int(configs.prefix_cached_tokens[0])) else "")
+        + f", osl {configs.osl[0]}",
         f"  fits                     {'yes' if row['fits'] else 'no'} "
         f"(largest batch {row['max_batch']})",
         f"  memory per device        {mem['memory_gb_per_device']:.1f} GB of "
@@ -181,88 +234,3 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
         f"  tokens/s per replica     {row['tokens_per_s_per_replica']:.1f}",
     ]
     return "\n".join(lines)
-
-
-def _run_csv(catalog: Catalog, path: Path, out: Path | None) -> int:
-    if not path.exists():
-        raise InputError(f"--from-csv: {path} does not exist")
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        rows = list(reader)
-        in_columns = list(reader.fieldnames or [])
-    missing = [c for c in ("model", "batch") if c not in in_columns]
-    if missing:
-        raise InputError(f"--from-csv: missing column(s) {', '.join(missing)}")
-    arrays = build_arrays(catalog)
-    results: list[dict[str, Any]] = []
-    for row in rows:
-        try:
-            configs = _row_configs(catalog, row)
-        except (InputError, ValueError) as err:
-            results.append({"fits": False, "problem": "bad_input", "error": str(err)})
-            continue
-        est = estimate(arrays, configs)
-        result = result_row(configs, est, 0)
-        mem = result.pop("memory")
-        result.update(mem)
-        result["error"] = describe_problem(catalog, configs, est, 0) or ""
-        results.append(result)
-    columns = in_columns + [c for c in RESULT_COLUMNS if c not in in_columns]
-    fh = out.open("w", newline="") if out else sys.stdout
-    try:
-        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        for row, result in zip(rows, results, strict=True):
-            writer.writerow({**row, **{k: _cell(v) for k, v in result.items()}})
-    finally:
-        if out:
-            fh.close()
-    return 0
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value
-
-
-def _row_configs(catalog: Catalog, row: dict[str, str]) -> Configs:
-    def text(name: str, default: str | None = None) -> str | None:
-        value = (row.get(name) or "").strip()
-        return value or default
-
-    def whole(name: str, default: int) -> int:
-        value = text(name)
-        if value is None:
-            return default
-        try:
-            return int(value)
-        except ValueError:
-            raise InputError(f"{name}: {value!r} is not a whole number") from None
-
-    system, accelerator = text("system"), text("accelerator")
-    if system is None and accelerator is None:
-        raise InputError("accelerator: required (or system)")
-    try:
-        acceptance = float(text("spec_acceptance", "0") or 0)
-    except ValueError:
-        raise InputError("spec_acceptance: not a number") from None
-    return make_configs(
-        catalog,
-        model=text("model") or "",
-        system=system,
-        accelerator=None if system else accelerator,
-        tp=whole("tp", 1),
-        pp=whole("pp", 1),
-        dp=whole("dp", 1),
-        ep=whole("ep", 1),
-        precision=text("precision", "fp8") or "fp8",
-        kv_precision=text("kv_precision"),
-        batch=whole("batch", 1),
-        isl=whole("isl", 1024),
-        osl=whole("osl", 256),
-        spec_draft_tokens=whole("spec_draft", 0),
-        spec_acceptance=acceptance,
-    )

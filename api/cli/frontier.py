@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import csv
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from fleet.catalog import Catalog, load_catalog
+from api.cli._output import output_file, write_error
 from fleet.errors import InputError
-from fleet.perf.arrays import build_arrays
-from fleet.perf.explain import layout_label
-from fleet.perf.frontier import Frontier, frontier
+
+if TYPE_CHECKING:
+    from fleet.catalog import Catalog
+    from fleet.perf.frontier import Frontier
 
 COLUMNS = (
     "layout",
@@ -55,6 +55,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    from fleet.catalog import load_catalog
+    from fleet.perf.arrays import build_arrays
+    from fleet.perf.frontier import frontier
+
+    output_file(args.csv, "--csv")
+    output_file(args.png, "--png")
     catalog = load_catalog()
     catalog.model(args.model)
     if (args.accelerator is None) == (args.system is None):
@@ -94,12 +100,18 @@ def run(args: argparse.Namespace) -> int:
             f"{r['devices_per_replica']:8d}  {r['bound']}"
         )
     if args.csv:
-        with args.csv.open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
+        try:
+            with args.csv.open("w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+                writer.writeheader()
+                writer.writerows(rows)
+        except OSError as err:
+            raise write_error("--csv", args.csv, err) from None
     if args.png:
-        plot(catalog, front, args.model, system.id, args.isl, args.osl, args.png)
+        try:
+            plot(catalog, front, args.model, system.id, args.isl, args.osl, args.png)
+        except OSError as err:
+            raise write_error("--png", args.png, err) from None
     return 0
 
 
@@ -115,6 +127,7 @@ def _spec(text: str) -> tuple[int, float]:
 
 
 def _rows(front: Frontier) -> list[dict[str, object]]:
+    from fleet.perf.explain import layout_label
     from fleet.perf.types import Bound
 
     e, c = front.estimate, front.configs
@@ -137,9 +150,13 @@ def plot(
 ) -> None:
     """A chart to show in a meeting: frontier line, labelled points, log axes with units."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from fleet.catalog import PRECISIONS
+    from fleet.perf.explain import layout_label
 
     e, c = front.estimate, front.configs
     x = e.tokens_per_s_per_user
@@ -148,7 +165,6 @@ def plot(
     ax.plot(x, y, "-", color="#1f77b4", lw=1.5, zorder=1)
     precisions = sorted({int(p) for p in c.weight_precision})
     markers = dict(zip(precisions, ["o", "s", "^", "D"], strict=False))
-    from fleet.catalog import PRECISIONS
 
     for p in precisions:
         sel = c.weight_precision == p

@@ -14,15 +14,14 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import msgspec
-
-from fleet.catalog.load import load_catalog
+from api.cli._output import output_file, write_error
 from fleet.errors import InputError
-from planner.plan import Assignment, Plan
-from planner.run import load_scenario, plan_scenario
-from planner.solution import Progress, SolveStatus
+
+if TYPE_CHECKING:
+    from planner.plan import Assignment, Plan
+    from planner.solution import Progress
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,7 +29,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "plan",
         help="solve a scenario: prices, replicas per pool and hour, revenue, cost, proven gap",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("scenario", type=Path, help="scenario file (.toml, or .json)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the Plan as JSON here")
@@ -63,8 +61,16 @@ class _Ticker:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise InputError("--time-limit: must be > 0")
+    import msgspec
+
+    from fleet.catalog.load import load_catalog
+    from planner.run import load_scenario, plan_scenario
+    from planner.scenario import MAX_TIME_LIMIT_S
+    from planner.solution import SolveStatus
+
+    if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT_S:
+        raise InputError(f"--time-limit: must be > 0 and <= {MAX_TIME_LIMIT_S:g}")
+    output_file(args.json, "--json")
     scenario = load_scenario(args.scenario)
     catalog = load_catalog()
     if not args.quiet:
@@ -79,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             args.json.write_bytes(msgspec.json.format(msgspec.json.encode(plan)))
         except OSError as err:
-            raise InputError(f"--json: cannot write {args.json}: {err.strerror}") from None
+            raise write_error("--json", args.json, err) from None
     print(summary(plan, scenario.meta.description))
     has_plan = plan.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
     return 0 if has_plan else 1
@@ -136,6 +142,8 @@ def _assignment_rows(assignments: list[Assignment]) -> list[list[str]]:
 
 def summary(plan: Plan, description: str = "") -> str:
     """The human summary of a plan (what ``farebox plan`` prints)."""
+    from planner.solution import SolveStatus
+
     out = [f"{plan.scenario}" + (f" -- {description}" if description else "")]
     horizon = plan.periods * plan.period_hours
     out.append(

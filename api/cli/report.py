@@ -17,18 +17,16 @@ import argparse
 import sys
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import msgspec
-
-from fleet.catalog.load import Catalog, load_catalog
+from api.cli._output import output_folder, write_error
 from fleet.errors import InputError
-from planner.plan import Plan
-from planner.report import report_frames, write_frames
-from planner.run import load_scenario, plan_scenario
-from planner.scenario import Scenario
-from planner.solution import Progress, SolveStatus
 
-_PLAN_DECODER = msgspec.json.Decoder(Plan)
+if TYPE_CHECKING:
+    from fleet.catalog.load import Catalog
+    from planner.plan import Plan
+    from planner.scenario import Scenario
+    from planner.solution import Progress
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -60,6 +58,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def read_plan(path: Path) -> Plan | None:
     """The plan in ``path`` when it is a plan JSON; None when it is something else."""
+    import msgspec
+
+    from planner.plan import Plan
+
     if path.suffix != ".json":
         return None
     try:
@@ -73,7 +75,7 @@ def read_plan(path: Path) -> Plan | None:
     if "meta" in head:
         return None  # a scenario body
     try:
-        return _PLAN_DECODER.decode(data)
+        return msgspec.json.decode(data, type=Plan)
     except msgspec.ValidationError as err:
         raise InputError(f"{path}: not a farebox plan: {err}") from None
 
@@ -83,6 +85,8 @@ def _progress(p: Progress) -> None:
 
 
 def _plan_of(args: argparse.Namespace, catalog: Catalog) -> tuple[Plan, Scenario | None]:
+    from planner.run import load_scenario, plan_scenario
+
     plan = read_plan(args.input)
     if plan is not None:
         scenario = load_scenario(args.scenario) if args.scenario is not None else None
@@ -94,23 +98,36 @@ def _plan_of(args: argparse.Namespace, catalog: Catalog) -> tuple[Plan, Scenario
 
 
 def run(args: argparse.Namespace) -> int:
+    from fleet.catalog.load import load_catalog
+    from planner.report import report_frames, write_frames
+    from planner.scenario import MAX_TIME_LIMIT_S
+    from planner.solution import SolveStatus
+
+    if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT_S:
+        raise InputError(f"--time-limit: must be > 0 and <= {MAX_TIME_LIMIT_S:g}")
+    output_folder(args.out, "--out")
     catalog = load_catalog(args.catalog_dir)
     plan, scenario = _plan_of(args, catalog)
     if plan.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-        print(f"farebox report: no plan to report: {plan.status.value}: {plan.message}",
-              file=sys.stderr)
+        print(
+            f"farebox report: no plan to report: {plan.status.value}: {plan.message}",
+            file=sys.stderr,
+        )
         for reason in plan.reasons:
             print(f"  - {reason}", file=sys.stderr)
         return 1
     start = args.start or (scenario.meta.start_date if scenario is not None else None)
     frames = report_frames(plan, start=start)
-    written = write_frames(frames, args.out, start=start)
-    if not args.no_charts:
-        from planner.report.charts import write_charts
-        from planner.report.operating import operating_curves
+    try:
+        written = write_frames(frames, args.out, start=start)
+        if not args.no_charts:
+            from planner.report.charts import write_charts
+            from planner.report.operating import operating_curves
 
-        curves = operating_curves(plan, scenario, catalog) if scenario is not None else None
-        written += write_charts(plan, frames, args.out, curves=curves)
+            curves = operating_curves(plan, scenario, catalog) if scenario is not None else None
+            written += write_charts(plan, frames, args.out, curves=curves)
+    except OSError as err:
+        raise write_error("--out", Path(err.filename or args.out), err) from None
         if scenario is None:
             print("(no frontier chart: pass --scenario FILE to draw it)", file=sys.stderr)
     print(

@@ -111,6 +111,17 @@ class Accelerator(Frozen, kw_only=True):
         """True when weights in ``precision`` can be served (natively or weight-only)."""
         return precision in self.native_precisions or precision in self.weight_only_precisions
 
+    @property
+    def default_precision(self) -> Precision:
+        """The weight precision to assume when none is asked: the native floating-point format
+        (bf16, fp8, fp4) with the highest peak tensor throughput, the narrower on a tie. So fp8
+        on Hopper, CDNA 3 and Gaudi 3, fp4 on Blackwell, bf16 on TPUs, the LPU and the wafer.
+        int8 is never the default: integer weights need a calibrated quantization."""
+        floats = [p for p in ("fp4", "fp8", "bf16") if p in self.native_precisions]
+        if not floats:
+            return "bf16"
+        return max(floats, key=lambda p: self.peak_tflops.get(p) or 0.0)
+
 
 class System(Frozen, kw_only=True):
     """The unit a pool counts: a node, a rack, a slice, a wafer-scale system."""

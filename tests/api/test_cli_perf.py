@@ -99,7 +99,17 @@ def test_estimate_json(capsys: pytest.CaptureFixture[str]) -> None:
         ),
         (["--model", "llama-3.1-70b", "--accelerator", "h100-sxm", "--batch", "1"], "does not fit"),
         (
-            ["--model", "llama-3.1-8b", "--accelerator", "wse3", "--batch", "1"],
+            # wse3 defaults to bf16 (its only native format); fp8 must be asked for.
+            [
+                "--model",
+                "llama-3.1-8b",
+                "--accelerator",
+                "wse3",
+                "--precision",
+                "fp8",
+                "--batch",
+                "1",
+            ],
             "runs fp8 weights neither natively nor weight-only",
         ),
         (["--model", "llama-3.1-8b", "--accelerator", "h100-sxm"], "--batch is required"),

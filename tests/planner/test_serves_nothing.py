@@ -40,38 +40,51 @@ def test_zero_demand_plans_nothing_and_says_why(tiny_with, catalog: Catalog) -> 
     ]
 
 
-def test_pool_priced_over_every_price_plans_nothing_and_says_why(
-    tiny_with, catalog: Catalog
-) -> None:
+COSTS_MORE = re.compile(
+    r"costs \$([\d.]+) per M output tokens at full load \(h100-us-east, .*\$([\d,.]+)/h\), "
+    r"more than the highest price on the menu pays \(\$([\d.]+) per M output tokens at "
+    r"multiplier ([\d.]+)\)"
+)
+DEMAND_TOO_SMALL = re.compile(
+    r"costs \$([\d.]+) per M output tokens at full load \(h100-us-east, .*\$([\d,.]+)/h\); only "
+    r"prices above that cover it \(up to \$([\d.]+) at multiplier ([\d.]+)\), and the demand "
+    r"at those prices does not keep whole replicas busy enough to pay"
+)
+
+
+def _pool_priced(tiny_with, catalog: Catalog, usd_per_hour: float) -> dict[str, str]:
     def edit(doc: dict[str, Any]) -> None:
-        doc["fleet"]["pools"][0]["usd_per_hour"] = 400.0
+        doc["fleet"]["pools"][0]["usd_per_hour"] = usd_per_hour
 
     plan = _plan(tiny_with, catalog, edit)
     _nothing_served(plan)
     assert all(f.demand_tokens_per_s > 0 for f in plan.flows)
     why = {w.split(":")[0]: w for w in plan.warnings if "nothing served" in w}
     assert set(why) == {"llama-8b/standard", "llama-8b/fast"}
-    # fast: the top multiplier would cover the cost, but not the demand that is left at it.
-    assert "up to $" in why["llama-8b/fast"] and "multiplier 4" in why["llama-8b/fast"]
+    return why
 
 
-def test_pool_priced_over_the_whole_menu_says_so(tiny_with, catalog: Catalog) -> None:
-    """At 2,000 USD/h not even standard's top multiplier (2) pays for the cheapest configuration."""
+def test_pool_at_400_usd_per_hour_plans_nothing_and_says_why(tiny_with, catalog: Catalog) -> None:
+    top = {"llama-8b/standard": 2.0, "llama-8b/fast": 4.0}  # the menus' highest multipliers
+    for label, text in _pool_priced(tiny_with, catalog, 400.0).items():
+        # Either no price pays for the cheapest configuration, or the demand left at the prices
+        # that would is too small for whole replicas; the figures must agree with the sentence.
+        if m := COSTS_MORE.search(text):
+            assert float(m.group(1)) > float(m.group(3)), text
+        else:
+            m = DEMAND_TOO_SMALL.search(text)
+            assert m is not None, text
+            assert float(m.group(1)) <= float(m.group(3)), text
+        assert float(m.group(2).replace(",", "")) == 400.0 and float(m.group(4)) == top[label], text
 
-    def edit(doc: dict[str, Any]) -> None:
-        doc["fleet"]["pools"][0]["usd_per_hour"] = 2000.0
 
-    plan = _plan(tiny_with, catalog, edit)
-    _nothing_served(plan)
-    why = {w.split(":")[0]: w for w in plan.warnings if "nothing served" in w}
-    m = re.search(
-        r"costs \$([\d.]+) per M output tokens at full load \(h100-us-east, .*\$2,?000\.00/h\), "
-        r"more than the highest price on the menu pays \(\$([\d.]+) per M output tokens at "
-        r"multiplier 2\)",
-        why["llama-8b/standard"],
-    )
-    assert m is not None, why["llama-8b/standard"]
-    assert float(m.group(1)) > float(m.group(2))
+def test_pool_dearer_than_every_price_says_so(tiny_with, catalog: Catalog) -> None:
+    for text in _pool_priced(tiny_with, catalog, 2000.0).values():
+        m = COSTS_MORE.search(text)
+        assert m is not None, text
+        assert (
+            float(m.group(1)) > float(m.group(3)) and float(m.group(2).replace(",", "")) == 2000.0
+        )
 
 
 def test_cheap_pool_serves_and_warns_of_nothing(tiny_with, catalog: Catalog) -> None:
