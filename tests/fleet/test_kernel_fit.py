@@ -164,3 +164,20 @@ def test_kernel_transfer_without_kernel_figures_is_refused(tmp_path: Path) -> No
     )
     with pytest.raises(CatalogError, match=r"accelerators\[4\]\.kernel \(id 'mi300x'\)"):
         load_catalog(tmp_path)
+
+
+@needs_data
+def test_engine_tables_fit_like_tensorrt_llm(catalog: Catalog) -> None:
+    """vLLM's and SGLang's BF16 GEMMs on B200 stream and compute within 10% of TensorRT-LLM's
+    (docs/calibration.md, engines); their FP8 GEMMs reach less of the peak."""
+    from fleet.perf import kernel_engines as ke
+
+    data, b200 = _data(), catalog.accelerator("b200")
+    assert data is not None
+    trt = ke.gemm(data, b200, "trtllm", "bf16").params
+    for engine in ("vllm", "sglang"):
+        other = ke.gemm(data, b200, engine, "bf16").params
+        for name in ("flops_fraction", "bandwidth_fraction"):
+            assert other[name] == pytest.approx(trt[name], rel=0.1), (engine, name)
+        fp8 = ke.gemm(data, b200, engine, "fp8").params["flops_fraction"]
+        assert fp8 < ke.gemm(data, b200, "trtllm", "fp8").params["flops_fraction"]
