@@ -232,6 +232,22 @@ def lowest_demand(
     return out
 
 
+def estimated_pools(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
+    """A warning per pool whose accelerator's performance is an estimate, not measured: its
+    efficiency factors are another family's fit taken as they are (docs/calibration.md)."""
+    out = []
+    for pool in s.fleet.pools:
+        acc = catalog.accelerator(catalog.system(pool.system).accelerator)
+        if acc.efficiency.basis == "hopper-transfer-estimate":
+            out.append(
+                f"pool {pool.id}: {acc.name} performance is an estimate: no measurements of this "
+                f"accelerator exist, its efficiency factors are the "
+                f"{'/'.join(acc.efficiency.transfer_from)} fit taken as they are; treat its "
+                "speeds, capacity and cost per token as indicative (docs/calibration.md)"
+            )
+    return tuple(out)
+
+
 def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) -> Built:
     """Everything the solver and the plan need, or the reasons the scenario cannot be planned."""
     start = time.perf_counter()
@@ -243,9 +259,9 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     screened = screen(s, catalog, arrays, pool_max)
     estimates, groups, unservable = screened.estimates, screened.groups, screened.unservable
     reasons = tuple(r.text for r in screened.reasons)
-    warnings: list[str] = []
+    warnings: list[str] = list(estimated_pools(s, catalog))
     if reasons and not s.options.allow_unserved_tiers:
-        return Built(s, None, None, None, reasons, (), time.perf_counter() - start)
+        return Built(s, None, None, None, reasons, tuple(warnings), time.perf_counter() - start)
     warnings.extend(f"planned as unserved: {r}" for r in reasons)
     servable_precisions = frozenset(
         (g.family, g.tier, g.model, PRECISIONS[int(p)])

@@ -56,8 +56,8 @@ RESULT_COLUMNS = (
 )
 
 PRECISION_HELP = (
-    "weight precision: bf16, fp8, fp4, int8 or int4 (default: the accelerator's native float format "
-    "with the highest peak throughput: fp8 on H100/H200/MI300X/MI325X/Gaudi 3, fp4 on "
+    "weight precision: bf16, fp8, fp4, int8 or int4 (default: the accelerator's native float "
+    "format with the highest peak throughput: fp8 on H100/H200/MI300X/MI325X/Gaudi 3, fp4 on "
     "B200/GB200, bf16 on TPU, LPU and WSE-3)"
 )
 DEFAULTS: dict[str, int | float] = {

@@ -10,6 +10,8 @@ from typing import TypeVar
 import msgspec
 
 from fleet.catalog.schema import (
+    EFFICIENCY_FIGURES,
+    TRANSFERRED,
     Accelerator,
     AcceleratorFile,
     Model,
@@ -121,6 +123,33 @@ def _model_problem(model: Model) -> tuple[str, str] | None:
     return None
 
 
+def _efficiency_problem(
+    acc: Accelerator, accelerators: dict[str, Accelerator]
+) -> tuple[str, str] | None:
+    """(field, problem) when the efficiency basis and its figures disagree, else None."""
+    eff = acc.efficiency
+    given = [f for f in EFFICIENCY_FIGURES if getattr(eff, f) is not None]
+    if eff.basis not in TRANSFERRED:
+        if eff.transfer_from:
+            return "efficiency.transfer_from", f"only for bases {sorted(TRANSFERRED)}"
+        missing = sorted(set(EFFICIENCY_FIGURES) - set(given))
+        return ("efficiency", f"basis {eff.basis!r} needs {missing}") if missing else None
+    if given:
+        return "efficiency", f"basis {eff.basis!r} derives {given}; remove them"
+    if not eff.transfer_from:
+        return "efficiency.transfer_from", f"required for basis {eff.basis!r}"
+    family = [accelerators.get(a) for a in eff.transfer_from]
+    if any(f is None or f.efficiency.basis != "fitted-on-runs" for f in family):
+        return "efficiency.transfer_from", "must name accelerators with basis 'fitted-on-runs'"
+    if len({f.efficiency for f in family if f is not None}) != 1:
+        return "efficiency.transfer_from", "must share one fitted set"
+    if eff.basis == "kernel-transfer" and any(
+        f is None or f.kernel is None for f in (acc, *family)
+    ):
+        return "kernel", "kernel-transfer needs kernel figures here and in transfer_from"
+    return None
+
+
 def load_catalog(data_dir: Path | None = None) -> Catalog:
     """Decode accelerators.toml, systems.toml and models.toml and check cross-references."""
     root = data_dir or DATA_DIR
@@ -131,6 +160,12 @@ def load_catalog(data_dir: Path | None = None) -> Catalog:
     )
     systems = _by_id(_decode(root / "systems.toml", SystemFile).systems, "systems.toml", "systems")
     models = _by_id(_decode(root / "models.toml", ModelFile).models, "models.toml", "models")
+    for i, acc in enumerate(accelerators.values()):
+        problem = _efficiency_problem(acc, accelerators)
+        if problem is not None:
+            raise CatalogError(
+                f"accelerators.toml: $.accelerators[{i}].{problem[0]} (id {acc.id!r}): {problem[1]}"
+            )
     for i, system in enumerate(systems.values()):
         if system.accelerator not in accelerators:
             raise CatalogError(

@@ -58,21 +58,72 @@ class PeakTflops(Frozen, kw_only=True):
         return getattr(self, precision)
 
 
+EfficiencyBasis = Literal[
+    "fitted-on-runs", "kernel-transfer", "hopper-transfer-estimate", "published-speed"
+]
+"""Where an accelerator's efficiency factors come from (docs/calibration.md):
+- fitted-on-runs: fitted end to end on measured serving runs (the six figures are given);
+- kernel-transfer: the ``transfer_from`` family's fitted figures, each scaled by the ratio of this
+  part's measured kernel efficiency (``Accelerator.kernel``) to the family's;
+- hopper-transfer-estimate: no measurements of this part: the ``transfer_from`` family's fitted
+  figures as they are, an estimate that plans flag;
+- published-speed: set by hand so the model reproduces vendors' published speeds (given)."""
+TRANSFERRED: frozenset[str] = frozenset({"kernel-transfer", "hopper-transfer-estimate"})
+
+
 class Efficiency(Frozen, kw_only=True):
     """Achievable fractions of the datasheet figures and fixed per-step costs.
 
-    Fitted on measurements (see docs/calibration.md) where they exist; otherwise the shared
-    defaults, which the entry's ``sources.efficiency`` says.
+    Given here for ``fitted-on-runs`` and ``published-speed`` parts; derived from the
+    ``transfer_from`` family when the figures are transferred (``fleet.perf.transfer``), in which
+    case they are absent here.
     """
 
-    bandwidth_fraction: Fraction
-    flops_fraction: Fraction
-    step_overhead_us: NonNegativeFloat
-    link_bandwidth_fraction: Fraction = 0.7
-    layer_overhead_us: NonNegativeFloat = 0.0
+    basis: EfficiencyBasis
+    transfer_from: tuple[Id, ...] = ()
+    """Accelerators sharing one fitted set whose figures are transferred (``TRANSFERRED`` bases)."""
+    bandwidth_fraction: Fraction | None = None
+    flops_fraction: Fraction | None = None
+    step_overhead_us: NonNegativeFloat | None = None
+    link_bandwidth_fraction: Fraction | None = None
+    layer_overhead_us: NonNegativeFloat | None = None
     """Fixed cost per layer per step (kernel launches and their synchronisation)."""
-    collective_overhead_us: NonNegativeFloat = 0.0
+    collective_overhead_us: NonNegativeFloat | None = None
     """Fixed cost per collective call (all-reduce, all-to-all) on top of the link latency."""
+
+
+EFFICIENCY_FIGURES: tuple[str, ...] = (
+    "bandwidth_fraction",
+    "flops_fraction",
+    "step_overhead_us",
+    "link_bandwidth_fraction",
+    "layer_overhead_us",
+    "collective_overhead_us",
+)
+
+
+class KernelFlopsFraction(Frozen, kw_only=True):
+    """Fraction of the dense datasheet peak that large GEMMs reach, per precision."""
+
+    bf16: PositiveFloat
+    fp8: PositiveFloat
+    fp4: PositiveFloat | None = None
+
+
+class KernelFigures(Frozen, kw_only=True):
+    """Kernel-level efficiencies fitted on measured kernel tables (``fleet.perf.kernel_fit``).
+
+    Fractions are of this entry's datasheet figures; latencies are one small-message call.
+    """
+
+    gemm_flops_fraction: KernelFlopsFraction
+    gemm_bandwidth_fraction: PositiveFloat
+    """Weight streaming of memory-bound (small-m) GEMMs."""
+    attention_bandwidth_fraction: PositiveFloat
+    """KV-cache read of decode attention (measured and reported; not transferred)."""
+    all_reduce_link_fraction: PositiveFloat
+    all_reduce_call_us_2: PositiveFloat
+    all_reduce_call_us_4: PositiveFloat
 
 
 class Accelerator(Frozen, kw_only=True):
@@ -93,6 +144,8 @@ class Accelerator(Frozen, kw_only=True):
     usd_per_hour: PositiveFloat
     """Typical cloud on-demand price per device."""
     efficiency: Efficiency
+    kernel: KernelFigures | None = None
+    """Measured kernel efficiencies, where kernel tables of this part exist."""
     sources: dict[str, str]
 
     @property

@@ -27,6 +27,7 @@ from fleet.catalog.params import (
     moe_layer_count,
     param_breakdown,
 )
+from fleet.perf.transfer import resolve_efficiency
 from fleet.perf.types import FloatArray, IntArray
 
 BoolMatrix = np.ndarray
@@ -88,6 +89,9 @@ class AcceleratorArrays:
     scale_up_latency_s: FloatArray
     bandwidth_fraction: FloatArray
     flops_fraction: FloatArray
+    """BF16 tensor-core fraction (attention math runs in BF16)."""
+    flops_fraction_by_precision: FloatArray
+    """(n, 4) fraction of each precision's peak; differs from BF16 where kernels say so."""
     step_overhead_s: FloatArray
     layer_overhead_s: FloatArray
     """Fixed cost per layer per step (kernel launches and synchronisation of its kernels)."""
@@ -129,7 +133,9 @@ class CatalogArrays:
         """A copy with the efficiency factors of ``accelerator_ids`` replaced (calibration)."""
         acc = self.accelerators
         rows = np.array([acc.ids.index(a) for a in accelerator_ids], dtype=np.int64)
-        new = {}
+        by_precision = acc.flops_fraction_by_precision.copy()
+        by_precision[rows, :] = flops_fraction
+        new = {"flops_fraction_by_precision": by_precision}
         for name, value in (
             ("bandwidth_fraction", bandwidth_fraction),
             ("flops_fraction", flops_fraction),
@@ -220,8 +226,12 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
 
 def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
     accs = list(catalog.accelerators.values())
+    eff = resolve_efficiency(catalog)
     n = len(accs)
     peak = np.zeros((n, len(PRECISIONS)))
+    flops_fraction = np.asarray(
+        [[eff[a.id].flops_fraction[p] for p in PRECISIONS] for a in accs], dtype=np.float64
+    )
     native = np.zeros((n, len(PRECISIONS)), dtype=bool)
     weight_only = np.zeros((n, len(PRECISIONS)), dtype=bool)
     for i, acc in enumerate(accs):
@@ -244,12 +254,13 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         weight_only=weight_only,
         scale_up_bytes_per_s=col(lambda a: a.scale_up_bandwidth_bytes_per_s),
         scale_up_latency_s=col(lambda a: a.scale_up_latency_us * 1e-6),
-        bandwidth_fraction=col(lambda a: a.efficiency.bandwidth_fraction),
-        flops_fraction=col(lambda a: a.efficiency.flops_fraction),
-        step_overhead_s=col(lambda a: a.efficiency.step_overhead_us * 1e-6),
-        layer_overhead_s=col(lambda a: a.efficiency.layer_overhead_us * 1e-6),
-        link_fraction=col(lambda a: a.efficiency.link_bandwidth_fraction),
-        collective_overhead_s=col(lambda a: a.efficiency.collective_overhead_us * 1e-6),
+        bandwidth_fraction=col(lambda a: eff[a.id].bandwidth_fraction),
+        flops_fraction=flops_fraction[:, PRECISIONS.index("bf16")].copy(),
+        flops_fraction_by_precision=flops_fraction,
+        step_overhead_s=col(lambda a: eff[a.id].step_overhead_us * 1e-6),
+        layer_overhead_s=col(lambda a: eff[a.id].layer_overhead_us * 1e-6),
+        link_fraction=col(lambda a: eff[a.id].link_bandwidth_fraction),
+        collective_overhead_s=col(lambda a: eff[a.id].collective_overhead_us * 1e-6),
     )
 
 

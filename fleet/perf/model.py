@@ -192,8 +192,10 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     # Rates.
     bw = A.memory_bandwidth_bytes_per_s[a] * A.bandwidth_fraction[a]
     compute_col = np.where(A.native[a, wp], wp, _BF16)
-    flops = A.peak_flops[a, compute_col] * A.flops_fraction[a]
-    flops_r = np.where(rp == wp, flops, A.peak_flops[a, rp] * A.flops_fraction[a])
+    flops = A.peak_flops[a, compute_col] * A.flops_fraction_by_precision[a, compute_col]
+    flops_r = np.where(
+        rp == wp, flops, A.peak_flops[a, rp] * A.flops_fraction_by_precision[a, rp]
+    )
     attn_flops_rate = A.peak_flops[a, _BF16] * A.flops_fraction[a]
     link = A.scale_up_bytes_per_s[a] * A.link_fraction[a]
     hop = A.scale_up_latency_s[a]

@@ -255,3 +255,22 @@ def test_the_solver_reaches_the_brute_force_optimum(micro, catalog, arrays) -> N
     solved = plan_scenario(micro, catalog, arrays=arrays, time_limit_s=20)
     assert solved.status is SolveStatus.OPTIMAL
     assert solved.objective_usd == pytest.approx(exact.objective_usd, rel=2e-3)
+
+
+def test_pools_of_estimated_accelerators_are_flagged(tiny_with, catalog) -> None:
+    """One warning per pool whose accelerator has no measurements (MI300X: Hopper's fit as it is);
+    measured (H100) and kernel-derived (B200) pools are not flagged."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["fleet"]["pools"] += [
+            {"id": "mi300x-a", "region": "r", "system": "mi300x-8", "count": 2},
+            {"id": "mi300x-b", "region": "s", "system": "mi300x-8", "count": 0},
+            {"id": "b200", "region": "r", "system": "hgx-b200-8", "count": 1},
+        ]
+
+    built = build(_scenario(tiny_with, edit), catalog)
+    flagged = [w for w in built.warnings if "performance is an estimate" in w]
+    assert [w.split(":")[0] for w in flagged] == ["pool mi300x-a", "pool mi300x-b"]
+    assert "AMD Instinct MI300X" in flagged[0] and "h100-sxm/h200-sxm" in flagged[0]
+    plain = build(_scenario(tiny_with), catalog)
+    assert not [w for w in plain.warnings if "performance is an estimate" in w]

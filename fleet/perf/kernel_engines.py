@@ -1,0 +1,131 @@
+"""Per-engine kernel efficiency (TensorRT-LLM, vLLM, SGLang) on aiconfigurator-core's tables.
+
+A measurement for issue 9 item 5 (engine as a catalog dimension), not used by the model: per
+accelerator and engine, the same roofline fits as ``fleet.perf.kernel_fit`` on each engine's GEMM,
+decode-attention and all-reduce tables. Where an engine's table holds several kernels for one
+shape, the fastest is kept (the engine's best choice). Prints each figure and its ratio to
+TensorRT-LLM's:
+
+    python -m fleet.perf.kernel_engines --data build/aic/whl
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from fleet.catalog import Accelerator, load_catalog
+from fleet.perf import kernel_fit as kf
+from fleet.perf import kernel_tables as kt
+
+ENGINES = {"trtllm": "1.3.0rc20", "vllm": "0.24.0", "sglang": "0.5.14"}
+
+
+def _fastest(d: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    return d.group_by(keys).agg(pl.col("latency").min()).sort(keys)
+
+
+def gemm(data: Path, acc: Accelerator, engine: str, dtype: str) -> kf.KernelFit:
+    table = next(k for k, v in kt.GEMM_DTYPES.items() if v == dtype)
+    path = data / kt.SYSTEMS[acc.id] / f"gemm/{engine}/{ENGINES[engine]}/gemm_perf.parquet"
+    d = _fastest(pl.read_parquet(path).filter(pl.col("gemm_dtype") == table), ["m", "n", "k"])
+    m, n, k = (d[c].to_numpy().astype(np.float64) for c in ("m", "n", "k"))
+    act = kt.BF16_BYTES if dtype == "bf16" else 1.0
+    samples = kt.Samples(
+        flops=2.0 * m * n * k,
+        bytes=n * k * kt.WEIGHT_BYTES[dtype] + m * k * act + m * n * kt.BF16_BYTES,
+        n=np.ones_like(m),
+        latency_s=d["latency"].to_numpy() * 1e-3,
+        held_out=kt.held_out_keys(d.select("n", "k")),
+    )
+    peak = (acc.peak_tflops.get(kf.PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
+    bw = acc.memory_bandwidth_bytes_per_s
+
+    def predict(x: np.ndarray, s: kt.Samples) -> np.ndarray:
+        return kf._roof(s.flops / (peak * x[0]), s.bytes / (bw * x[1])) + x[2] * 1e-6
+
+    return kf._fit(
+        acc.id, f"{engine} gemm {dtype}", samples, predict,
+        ("flops_fraction", "bandwidth_fraction", "call_us"),
+        (0.6, 0.7, 5.0), ((0.01, 0.01, 0.0), (1.5, 1.5, 100.0)),
+    )  # fmt: skip
+
+
+def attention(data: Path, acc: Accelerator, engine: str) -> kf.KernelFit:
+    path = (
+        data / kt.SYSTEMS[acc.id]
+        / f"attention/{engine}/{ENGINES[engine]}/generation_attention_perf.parquet"
+    )  # fmt: skip
+    keys = ["batch_size", "isl", "step", "num_heads", "num_key_value_heads", "head_dim"]
+    d = _fastest(
+        pl.read_parquet(path).filter(
+            (pl.col("window_size") == 0) & (pl.col("kv_cache_dtype") == "fp8")
+        ),
+        keys,
+    )
+    b, isl, step, heads, kvh, hd = (d[c].to_numpy().astype(np.float64) for c in keys)
+    ctx = isl + step
+    samples = kt.Samples(
+        flops=4.0 * b * heads * hd * ctx,
+        bytes=b * ctx * kvh * hd * 2.0,
+        n=np.ones_like(b),
+        latency_s=d["latency"].to_numpy() * 1e-3,
+        held_out=kt.held_out_keys(d.select("num_heads", "num_key_value_heads", "head_dim")),
+    )
+    bw = acc.memory_bandwidth_bytes_per_s
+
+    def predict(x: np.ndarray, s: kt.Samples) -> np.ndarray:
+        return s.bytes / (bw * x[0]) + x[1] * 1e-6
+
+    return kf._fit(
+        acc.id, f"{engine} decode attention kv fp8", samples, predict,
+        ("bandwidth_fraction", "call_us"), (0.6, 10.0), ((0.01, 0.0), (1.5, 200.0)),
+    )  # fmt: skip
+
+
+def all_reduce(data: Path, acc: Accelerator, engine: str) -> kf.KernelFit:
+    path = (
+        data / kt.SYSTEMS[acc.id] / f"comm/{engine}/{ENGINES[engine]}/custom_allreduce_perf.parquet"
+    )
+    d = _fastest(pl.read_parquet(path), ["num_gpus", "message_size"])
+    return kf._fit_comm(acc, f"{engine} all-reduce", kt._comm(d), 2.0)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("build/aic/whl"))
+    args = parser.parse_args(argv)
+    data = kt.find_data(args.data)
+    catalog = load_catalog()
+    for acc_id in kt.SYSTEMS:
+        acc = catalog.accelerator(acc_id)
+        dtypes = ["bf16", "fp8"] + (["fp4"] if acc.peak_tflops.fp4 else [])
+        for kernel, figure in [(f"gemm {d}", "flops_fraction") for d in dtypes] + [
+            ("gemm bf16", "bandwidth_fraction"),
+            ("attention", "bandwidth_fraction"),
+            ("all-reduce", "link_fraction"),
+            ("all-reduce", "call_us"),
+        ]:
+            row = {}
+            for engine in ENGINES:
+                if kernel.startswith("gemm"):
+                    fit = gemm(data, acc, engine, kernel.split()[1])
+                elif kernel == "attention":
+                    fit = attention(data, acc, engine)
+                else:
+                    fit = all_reduce(data, acc, engine)
+                row[engine] = (fit.params[figure], fit.held_out_median)
+            ref = row["trtllm"][0]
+            cells = "  ".join(
+                f"{e} {v:.3g} (x{v / ref:.2f}, held-out {h:.0%})" for e, (v, h) in row.items()
+            )
+            print(f"{acc_id:9s} {kernel:11s} {figure:18s} {cells}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,236 @@
+"""Fit kernel-level rooflines per accelerator on aiconfigurator-core's measured kernel tables.
+
+Per accelerator with tables (``kernel_tables.SYSTEMS``), against the catalog's datasheet figures
+(the same figures the performance model multiplies):
+- GEMM, per dtype: latency = roof(2mnk / (peak_dtype x f_flops), bytes / (bw x f_bw)) + c, with
+  the performance model's smooth roof (``ROOF_SHARPNESS``);
+- decode attention, per KV dtype: latency = KV bytes / (bw x f_bw) + c;
+- all-reduce and all-to-all: latency = v (n-1)/n x bytes / (link x f_link) + 2 log2(n) x h + c,
+  v = 2 for all-reduce (reduce-scatter + all-gather), 1 for all-to-all; the small-message
+  latency of a call on n devices is 2 log2(n) x h + c.
+Least squares on log(model / measured) with a soft-L1 loss, on the fit split of each table; the
+held-out split (a seeded quarter of the shapes, ``kernel_tables.held_out_keys``) is only scored.
+
+Re-run (prints the [accelerators.kernel] figures of fleet/data/accelerators.toml and the errors):
+
+    python -m fleet.perf.kernel_fit --data build/aic/whl [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from fleet.catalog import Accelerator, load_catalog
+from fleet.perf import kernel_tables as kt
+from fleet.perf.model import ROOF_SHARPNESS
+from fleet.perf.types import FloatArray
+
+Predict = Callable[[np.ndarray, kt.Samples], FloatArray]
+PEAK_COLUMN = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4"}
+
+
+@dataclass(frozen=True, slots=True)
+class KernelFit:
+    """One fitted kernel on one accelerator: parameters and abs relative errors per split."""
+
+    accelerator: str
+    kernel: str
+    params: dict[str, float]
+    rows_fit: int
+    rows_held_out: int
+    fit_median: float
+    fit_p90: float
+    held_out_median: float
+    held_out_p90: float
+
+
+def _roof(a: FloatArray, b: FloatArray) -> FloatArray:
+    p = ROOF_SHARPNESS
+    return (a**p + b**p) ** (1.0 / p)
+
+
+def _fit(
+    accelerator: str,
+    kernel: str,
+    samples: kt.Samples,
+    predict: Predict,
+    names: Sequence[str],
+    x0: Sequence[float],
+    bounds: tuple[Sequence[float], Sequence[float]],
+) -> KernelFit:
+    train = samples.take(~samples.held_out)
+    test = samples.take(samples.held_out)
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return np.log(predict(x, train) / train.latency_s)
+
+    result = least_squares(residuals, x0=x0, bounds=bounds, loss="soft_l1", f_scale=0.1)
+    if not result.success:
+        raise RuntimeError(f"{kernel} on {accelerator}: fit did not converge: {result.message}")
+
+    def err(s: kt.Samples) -> FloatArray:
+        return np.abs(predict(result.x, s) / s.latency_s - 1.0)
+
+    e_fit, e_test = err(train), err(test)
+    return KernelFit(
+        accelerator=accelerator,
+        kernel=kernel,
+        params={n: float(v) for n, v in zip(names, result.x, strict=True)},
+        rows_fit=len(e_fit),
+        rows_held_out=len(e_test),
+        fit_median=float(np.median(e_fit)),
+        fit_p90=float(np.quantile(e_fit, 0.9)),
+        held_out_median=float(np.median(e_test)),
+        held_out_p90=float(np.quantile(e_test, 0.9)),
+    )
+
+
+def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> KernelFit:
+    peak = (acc.peak_tflops.get(PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
+    bw = acc.memory_bandwidth_bytes_per_s
+
+    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        return _roof(s.flops / (peak * x[0]), s.bytes / (bw * x[1])) + x[2] * 1e-6
+
+    return _fit(
+        acc.id, f"gemm {dtype}", kt.gemm(data, acc.id, dtype), predict,
+        ("flops_fraction", "bandwidth_fraction", "call_us"),
+        (0.6, 0.7, 5.0), ((0.01, 0.01, 0.0), (1.5, 1.5, 100.0)),
+    )  # fmt: skip
+
+
+def fit_attention(data: Path, acc: Accelerator, kv_dtype: str) -> KernelFit:
+    bw = acc.memory_bandwidth_bytes_per_s
+
+    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        return s.bytes / (bw * x[0]) + x[1] * 1e-6
+
+    return _fit(
+        acc.id, f"decode attention kv {kv_dtype}", kt.decode_attention(data, acc.id, kv_dtype),
+        predict, ("bandwidth_fraction", "call_us"), (0.6, 10.0), ((0.01, 0.0), (1.5, 200.0)),
+    )  # fmt: skip
+
+
+def _fit_comm(acc: Accelerator, kernel: str, samples: kt.Samples, volume: float) -> KernelFit:
+    link = acc.scale_up_bandwidth_bytes_per_s
+
+    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        beta = volume * (s.n - 1.0) / s.n * s.bytes / (link * x[0])
+        return beta + (2.0 * np.log2(s.n) * x[1] + x[2]) * 1e-6
+
+    return _fit(
+        acc.id, kernel, samples, predict, ("link_fraction", "hop_us", "call_us"),
+        (0.5, 1.0, 3.0), ((0.01, 0.0, 0.0), (1.5, 50.0, 200.0)),
+    )  # fmt: skip
+
+
+def fit_all_reduce(data: Path, acc: Accelerator) -> KernelFit:
+    return _fit_comm(acc, "all-reduce", kt.all_reduce(data, acc.id), 2.0)
+
+
+def fit_all_to_all(data: Path, acc: Accelerator) -> KernelFit:
+    return _fit_comm(acc, "all-to-all", kt.all_to_all(data, acc.id), 1.0)
+
+
+def call_latency_us(fit: KernelFit, n: float) -> float:
+    """Small-message latency of one collective call over ``n`` devices, us."""
+    return 2.0 * np.log2(n) * fit.params["hop_us"] + fit.params["call_us"]
+
+
+def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
+    """Every kernel fit of one accelerator, in a fixed order."""
+    dtypes = ["bf16", "fp8", "fp8_block"] + (["fp4"] if acc.peak_tflops.fp4 else [])
+    fits = [fit_gemm(data, acc, d) for d in dtypes]
+    fits += [fit_attention(data, acc, kv) for kv in ("bfloat16", "fp8")]
+    fits += [fit_all_reduce(data, acc), fit_all_to_all(data, acc)]
+    return fits
+
+
+def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
+    """The catalog's [accelerators.kernel] figures from one accelerator's fits."""
+    by = {f.kernel: f for f in fits}
+    out = {
+        "gemm_flops_fraction.bf16": by["gemm bf16"].params["flops_fraction"],
+        # Both FP8 recipes are served as the model's one fp8 precision: geometric mean.
+        "gemm_flops_fraction.fp8": float(
+            np.sqrt(
+                by["gemm fp8"].params["flops_fraction"]
+                * by["gemm fp8_block"].params["flops_fraction"]
+            )
+        ),
+        "gemm_bandwidth_fraction": float(
+            np.sqrt(
+                by["gemm bf16"].params["bandwidth_fraction"]
+                * by["gemm fp8"].params["bandwidth_fraction"]
+            )
+        ),
+        "attention_bandwidth_fraction": float(
+            np.sqrt(
+                by["decode attention kv bfloat16"].params["bandwidth_fraction"]
+                * by["decode attention kv fp8"].params["bandwidth_fraction"]
+            )
+        ),
+        "all_reduce_link_fraction": by["all-reduce"].params["link_fraction"],
+        "all_reduce_call_us_2": call_latency_us(by["all-reduce"], 2.0),
+        "all_reduce_call_us_4": call_latency_us(by["all-reduce"], 4.0),
+    }
+    if "gemm fp4" in by:
+        out["gemm_flops_fraction.fp4"] = by["gemm fp4"].params["flops_fraction"]
+    return out
+
+
+def markdown(fits: Sequence[KernelFit]) -> str:
+    lines = [
+        "| accelerator | kernel | fitted | rows fit / held out | fit median / p90"
+        " | held-out median / p90 |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for f in fits:
+        params = ", ".join(f"{k} {v:.3g}" for k, v in f.params.items())
+        lines.append(
+            f"| {f.accelerator} | {f.kernel} | {params} | {f.rows_fit} / {f.rows_held_out} | "
+            f"{f.fit_median:.1%} / {f.fit_p90:.1%} | "
+            f"{f.held_out_median:.1%} / {f.held_out_p90:.1%} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("build/aic/whl"))
+    parser.add_argument("--markdown", action="store_true", help="print the fits as markdown")
+    parser.add_argument("--accelerators", nargs="*", default=list(kt.SYSTEMS))
+    args = parser.parse_args(argv)
+    try:
+        data = kt.find_data(args.data)
+    except FileNotFoundError as err:
+        parser.exit(2, f"{err}\n")
+    catalog = load_catalog()
+    all_fits: list[KernelFit] = []
+    for acc_id in args.accelerators:
+        fits = fit_accelerator(data, catalog.accelerator(acc_id))
+        all_fits += fits
+        print(f"[accelerators.kernel]  # {acc_id}")
+        for name, value in figures(fits).items():
+            print(f"{name} = {value:.3g}")
+    if args.markdown:
+        print(markdown(all_fits))
+    else:
+        for f in all_fits:
+            print(
+                f"{f.accelerator:9s} {f.kernel:30s} "
+                + " ".join(f"{k}={v:.3g}" for k, v in f.params.items())
+                + f"  fit {f.fit_median:.1%}/{f.fit_p90:.1%}"
+                f"  held-out {f.held_out_median:.1%}/{f.held_out_p90:.1%}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

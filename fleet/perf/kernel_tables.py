@@ -1,0 +1,154 @@
+"""Measured per-kernel tables of aiconfigurator-core, read into numpy arrays for the kernel fit.
+
+The PyPI package ``aiconfigurator-core`` (Apache-2.0, NVIDIA) ships kernel timings collected on
+each GPU under ``aiconfigurator_core/systems/data/<system>/<kernel>/<engine>/<version>/``. We read
+the TensorRT-LLM tables (the most complete engine: every kernel below exists for all four parts)
+and NCCL for all-to-all. Latencies in the tables are milliseconds; message sizes are elements.
+
+Get the data (81 MB):
+
+    pip download --no-deps aiconfigurator-core==0.12.0 -d build/aic
+    python -m zipfile -e build/aic/aiconfigurator_core-0.12.0-*.whl build/aic/whl
+
+Only the kernel tables are read; the package's end-to-end sample runs are not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from fleet.perf.types import FloatArray
+
+PACKAGE = "aiconfigurator-core 0.12.0 (Apache-2.0)"
+SYSTEMS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm", "b200": "b200_sxm", "gb200": "gb200"}
+"""Catalog accelerator id -> the package's system directory."""
+ENGINE = "trtllm"
+ENGINE_VERSION = "1.3.0rc20"
+NCCL_VERSION = "2.29.2"
+GEMM_TABLE = f"gemm/{ENGINE}/{ENGINE_VERSION}/gemm_perf.parquet"
+ATTENTION_TABLE = f"attention/{ENGINE}/{ENGINE_VERSION}/generation_attention_perf.parquet"
+ALLREDUCE_TABLE = f"comm/{ENGINE}/{ENGINE_VERSION}/custom_allreduce_perf.parquet"
+NCCL_TABLE = f"comm/nccl/{NCCL_VERSION}/nccl_perf.parquet"
+GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
+"""Table dtype -> our name; fp8 (per-tensor scale) and fp8_block are both served as fp8."""
+WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5 + 1.0 / 16.0}
+"""Bytes per weight element incl. block scales (NVFP4: one FP8 scale per 16 elements)."""
+KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
+HELD_OUT_FRACTION = 0.25
+SEED = 20260
+BF16_BYTES = 2.0
+
+
+def find_data(root: Path) -> Path:
+    """The ``systems/data`` directory under ``root`` (an unzipped wheel, or that directory)."""
+    for candidate in (root, root / "aiconfigurator_core" / "systems" / "data"):
+        if (candidate / SYSTEMS["h100-sxm"]).is_dir():
+            return candidate
+    raise FileNotFoundError(
+        f"no aiconfigurator-core kernel tables under {root}; see fleet/perf/kernel_tables.py"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Samples:
+    """One kernel's measurements on one part: what the roofline sees and the latency, seconds."""
+
+    flops: FloatArray
+    bytes: FloatArray
+    n: FloatArray
+    """Devices of a collective (1 for single-device kernels)."""
+    latency_s: FloatArray
+    held_out: np.ndarray
+    """Boolean: the row's shape is in the held-out set (never seen by the fit)."""
+
+    def take(self, mask: np.ndarray) -> Samples:
+        return Samples(
+            self.flops[mask], self.bytes[mask], self.n[mask], self.latency_s[mask],
+            self.held_out[mask],
+        )  # fmt: skip
+
+
+def held_out_keys(keys: pl.DataFrame) -> np.ndarray:
+    """Boolean per row: its shape key is among a seeded HELD_OUT_FRACTION of the distinct keys.
+
+    Stratified by shape: all rows of one shape fall on the same side, so held-out shapes are
+    unseen by the fit. The draw depends only on the sorted distinct keys and SEED.
+    """
+    distinct = keys.unique().sort(keys.columns)
+    rng = np.random.default_rng(SEED)
+    pick = rng.random(distinct.height) < HELD_OUT_FRACTION
+    marked = distinct.with_columns(pl.Series("_held_out", pick))
+    return keys.join(marked, on=keys.columns, how="left", maintain_order="left")[
+        "_held_out"
+    ].to_numpy()
+
+
+def gemm(data: Path, accelerator: str, dtype: str) -> Samples:
+    """GEMM (m x k) @ (k x n): 2mnk FLOPs; bytes = weights + activations in + BF16 out."""
+    table_dtype = next(k for k, v in GEMM_DTYPES.items() if v == dtype)
+    d = pl.read_parquet(data / SYSTEMS[accelerator] / GEMM_TABLE).filter(
+        pl.col("gemm_dtype") == table_dtype
+    )
+    m, n, k = (d[c].to_numpy().astype(np.float64) for c in ("m", "n", "k"))
+    wb = WEIGHT_BYTES[dtype]
+    act = BF16_BYTES if dtype == "bf16" else 1.0
+    return Samples(
+        flops=2.0 * m * n * k,
+        bytes=n * k * wb + m * k * act + m * n * BF16_BYTES,
+        n=np.ones_like(m),
+        latency_s=d["latency"].to_numpy() * 1e-3,
+        held_out=held_out_keys(d.select("n", "k")),
+    )
+
+
+def decode_attention(data: Path, accelerator: str, kv_dtype: str) -> Samples:
+    """Decode (generation) attention, full-context layers: bytes = the KV cache read.
+
+    KV length per stream = isl + step; K and V, kv heads x head_dim each. FLOPs: q.k and p.v.
+    """
+    d = pl.read_parquet(data / SYSTEMS[accelerator] / ATTENTION_TABLE).filter(
+        (pl.col("window_size") == 0)
+        & (pl.col("kernel_source") == "torch_flow")
+        & (pl.col("kv_cache_dtype") == kv_dtype)
+    )
+    b, isl, step = (d[c].to_numpy().astype(np.float64) for c in ("batch_size", "isl", "step"))
+    heads, kvh, hd = (
+        d[c].to_numpy().astype(np.float64) for c in ("num_heads", "num_key_value_heads", "head_dim")
+    )
+    ctx = isl + step
+    return Samples(
+        flops=4.0 * b * heads * hd * ctx,
+        bytes=b * ctx * kvh * hd * 2.0 * KV_BYTES[kv_dtype],
+        n=np.ones_like(b),
+        latency_s=d["latency"].to_numpy() * 1e-3,
+        held_out=held_out_keys(d.select("num_heads", "num_key_value_heads", "head_dim")),
+    )
+
+
+def all_reduce(data: Path, accelerator: str) -> Samples:
+    """TensorRT-LLM's all-reduce (custom kernel, NCCL for large messages), BF16 messages."""
+    d = pl.read_parquet(data / SYSTEMS[accelerator] / ALLREDUCE_TABLE)
+    return _comm(d)
+
+
+def all_to_all(data: Path, accelerator: str) -> Samples:
+    """NCCL all-to-all, FP16 messages."""
+    d = pl.read_parquet(data / SYSTEMS[accelerator] / NCCL_TABLE).filter(
+        (pl.col("op_name") == "alltoall") & (pl.col("nccl_dtype") == "half")
+    )
+    return _comm(d)
+
+
+def _comm(d: pl.DataFrame) -> Samples:
+    size = d["message_size"].to_numpy().astype(np.float64) * BF16_BYTES
+    return Samples(
+        flops=np.zeros_like(size),
+        bytes=size,
+        n=d["num_gpus"].to_numpy().astype(np.float64),
+        latency_s=d["latency"].to_numpy() * 1e-3,
+        held_out=held_out_keys(d.select("message_size")),
+    )

@@ -1,0 +1,135 @@
+"""Each accelerator's end-to-end efficiency factors, derived where they are transferred.
+
+The end-to-end factors of the ``fitted-on-runs`` family (Hopper) absorb serving-software effects
+that kernel timings do not show, so a part with measured kernels (``kernel-transfer``) keeps the
+family's factors and scales each by how its kernels compare with the family's
+(docs/calibration.md):
+- bandwidth_fraction x gemm_bandwidth_fraction ratio (weight streaming of small-m GEMMs);
+- flops_fraction per precision x gemm_flops_fraction ratio of that precision (FP4, which Hopper
+  lacks, against Hopper's FP8; INT8 takes the FP8 figure);
+- link_bandwidth_fraction x all_reduce_link_fraction ratio;
+- collective_overhead_us + the difference in small-message all-reduce latency (2 and 4 devices),
+  net of the catalog's difference in hop latency, which the model already charges; >= 0;
+- step_overhead_us and layer_overhead_us as the family's (serving software, not kernels).
+The family's kernel figure is the geometric mean over its members. ``hopper-transfer-estimate``
+parts take the family's factors unchanged. Runs when the catalog becomes arrays
+(``fleet.perf.arrays.build_arrays``), so a re-fit of the family propagates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fleet.catalog import PRECISIONS, Accelerator, Catalog, Precision
+from fleet.catalog.schema import KernelFigures
+
+Fractions = dict[Precision, float]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedEfficiency:
+    """The six factors the performance model uses, with flops per precision."""
+
+    basis: str
+    bandwidth_fraction: float
+    flops_fraction: Fractions
+    step_overhead_us: float
+    link_bandwidth_fraction: float
+    layer_overhead_us: float
+    collective_overhead_us: float
+
+
+def _given(acc: Accelerator) -> ResolvedEfficiency:
+    e = acc.efficiency
+    flops = e.flops_fraction or 0.0
+    return ResolvedEfficiency(
+        basis=e.basis,
+        bandwidth_fraction=e.bandwidth_fraction or 0.0,
+        flops_fraction=dict.fromkeys(PRECISIONS, flops),
+        step_overhead_us=e.step_overhead_us or 0.0,
+        link_bandwidth_fraction=e.link_bandwidth_fraction or 0.0,
+        layer_overhead_us=e.layer_overhead_us or 0.0,
+        collective_overhead_us=e.collective_overhead_us or 0.0,
+    )
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _kernel_flops(k: KernelFigures, precision: Precision) -> float:
+    f = k.gemm_flops_fraction
+    if precision == "bf16":
+        return f.bf16
+    if precision == "fp4" and f.fp4 is not None:
+        return f.fp4
+    return f.fp8
+
+
+def _hop_us(acc: Accelerator) -> float:
+    return acc.scale_up_latency_us
+
+
+def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEfficiency:
+    """``acc``'s factors from the family's fitted ones and both parts' kernel figures."""
+    base = _given(family[0])
+    k = acc.kernel
+    ks = [f.kernel for f in family]
+    if k is None or any(x is None for x in ks):
+        raise ValueError(f"{acc.id}: kernel-transfer needs kernel figures")
+    fam = [x for x in ks if x is not None]
+
+    def ratio(get) -> float:  # type: ignore[no-untyped-def]
+        return get(k) / _geomean([get(x) for x in fam])
+
+    flops: Fractions = {}
+    for p in PRECISIONS:
+        ref: Precision = "fp8" if p in ("fp4", "int8") else p
+        mine = _kernel_flops(k, "fp8" if p == "int8" else p)
+        flops[p] = min(1.0, base.flops_fraction[p] * mine / _geomean(
+            [_kernel_flops(x, ref) for x in fam]))  # fmt: skip
+    hop_family = _geomean([_hop_us(f) for f in family])
+    extra = [
+        getattr(k, f"all_reduce_call_us_{n}")
+        - _geomean([getattr(x, f"all_reduce_call_us_{n}") for x in fam])
+        - 2.0 * math.log2(n) * (_hop_us(acc) - hop_family)
+        for n in (2, 4)
+    ]
+    return ResolvedEfficiency(
+        basis="kernel-transfer",
+        bandwidth_fraction=min(
+            1.0, base.bandwidth_fraction * ratio(lambda x: x.gemm_bandwidth_fraction)
+        ),
+        flops_fraction=flops,
+        step_overhead_us=base.step_overhead_us,
+        link_bandwidth_fraction=min(
+            1.0, base.link_bandwidth_fraction * ratio(lambda x: x.all_reduce_link_fraction)
+        ),
+        layer_overhead_us=base.layer_overhead_us,
+        collective_overhead_us=max(0.0, base.collective_overhead_us + sum(extra) / len(extra)),
+    )
+
+
+def resolve_efficiency(catalog: Catalog) -> dict[str, ResolvedEfficiency]:
+    """Every accelerator's factors, by id (the catalog loader has checked the bases)."""
+    out: dict[str, ResolvedEfficiency] = {}
+    for acc in catalog.accelerators.values():
+        basis = acc.efficiency.basis
+        family = [catalog.accelerator(a) for a in acc.efficiency.transfer_from]
+        if basis == "kernel-transfer":
+            out[acc.id] = kernel_transfer(acc, family)
+        elif basis == "hopper-transfer-estimate":
+            e = _given(family[0])
+            out[acc.id] = ResolvedEfficiency(
+                basis=basis,
+                bandwidth_fraction=e.bandwidth_fraction,
+                flops_fraction=e.flops_fraction,
+                step_overhead_us=e.step_overhead_us,
+                link_bandwidth_fraction=e.link_bandwidth_fraction,
+                layer_overhead_us=e.layer_overhead_us,
+                collective_overhead_us=e.collective_overhead_us,
+            )
+        else:
+            out[acc.id] = _given(acc)
+    return out
