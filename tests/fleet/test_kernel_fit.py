@@ -145,10 +145,15 @@ def test_a_hopper_refit_propagates(tmp_path: Path) -> None:
     for name in ("systems.toml", "models.toml"):
         (tmp_path / name).write_bytes((DATA_DIR / name).read_bytes())
     text = (DATA_DIR / "accelerators.toml").read_text()
-    assert text.count("bandwidth_fraction = 0.76\n") == 2  # h100-sxm and h200-sxm
+    hopper = load_catalog().accelerator("h100-sxm").efficiency.bandwidth_fraction
+    line = f"bandwidth_fraction = {hopper:g}\n"
+    # h100-sxm and h200-sxm come first in the file
     (tmp_path / "accelerators.toml").write_text(
-        text.replace("bandwidth_fraction = 0.76\n", "bandwidth_fraction = 0.38\n")
+        text.replace(line, f"bandwidth_fraction = {hopper / 2:g}\n", 2)
     )
+    halved = load_catalog(tmp_path)
+    for acc in ("h100-sxm", "h200-sxm"):
+        assert halved.accelerator(acc).efficiency.bandwidth_fraction == pytest.approx(hopper / 2)
     before = resolve_efficiency(load_catalog())
     after = resolve_efficiency(load_catalog(tmp_path))
     for acc in ("b200", "gb200", "mi300x"):

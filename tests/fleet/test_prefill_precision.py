@@ -8,7 +8,7 @@ import numpy as np
 from fleet.catalog import BYTES_PER_ELEMENT, Catalog
 from fleet.catalog.params import param_breakdown
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.comm import pipeline_hop_s, stage_comm_s
+from fleet.perf.comm import Links, pipeline_hop_s, stage_comm_s
 from fleet.perf.configs import INT4, make_configs
 from fleet.perf.model import PREFILL_CHUNK_TOKENS, estimate
 from fleet.perf.types import Problem
@@ -135,13 +135,18 @@ def test_stage_communication_is_affine_in_tokens() -> None:
         "experts_per_token": rng.choice([0.0, 4.0, 8.0], n),
         "dense_layers": rng.uniform(0, 10, n),
         "moe_layers": rng.uniform(0, 60, n),
-        "link_bytes_per_s": rng.uniform(1e10, 1e12, n),
-        "hop_s": rng.uniform(1e-6, 1e-5, n),
-        "call_s": rng.uniform(0, 1e-5, n),
+        "domain": rng.choice([8.0, 72.0], n),
+        "link": Links(
+            up_bytes_per_s=rng.uniform(1e11, 1e12, n),
+            up_hop_s=rng.uniform(1e-6, 1e-5, n),
+            out_bytes_per_s=rng.uniform(1e10, 1e11, n),
+            out_hop_s=rng.uniform(1e-6, 2e-5, n),
+            call_s=rng.uniform(0, 1e-5, n),
+        ),
     }
     a, b, c = (rng.uniform(1, 2e4, n) for _ in range(3))
     comm = [stage_comm_s(tokens=t, **layout) for t in (a, b, c)]
     np.testing.assert_allclose((comm[1] - comm[0]) / (b - a), (comm[2] - comm[0]) / (c - a))
-    hop = {"hidden_size": layout["hidden_size"], "link_bytes_per_s": layout["link_bytes_per_s"]}
+    hop = {"hidden_size": layout["hidden_size"], "link_bytes_per_s": layout["link"].up_bytes_per_s}
     hops = [pipeline_hop_s(tokens=t, latency_s=1e-6, **hop) for t in (a, b, c)]
     np.testing.assert_allclose((hops[1] - hops[0]) / (b - a), (hops[2] - hops[0]) / (c - a))
