@@ -8,7 +8,8 @@ process(es) — and never at import time.
 
 Routes: ``/v1/plans`` (api.controllers.plans), ``/v1/catalog/*``, ``/v1/estimate`` and
 ``/v1/frontier`` (api.controllers.perf), ``/health``; OpenAPI at ``/schema`` (Swagger UI there,
-also ``/schema/redoc``, JSON at ``/schema/openapi.json``).
+also ``/schema/redoc``, JSON at ``/schema/openapi.json``), its components msgspec's own schemas
+of the wire types (``api.openapi``).
 """
 
 from __future__ import annotations
@@ -25,23 +26,42 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin, SwaggerRenderPlugin
 
 from api.compute import Compute
 from api.controllers.catalog import CatalogController, EncodedCatalog
 from api.controllers.health import HealthController
 from api.controllers.perf import PerfController
 from api.controllers.plans import PlanController
-from api.errors import EXCEPTION_HANDLERS
+from api.errors import EXCEPTION_HANDLERS, ErrorBody
 from api.jobs import JobRunner
+from api.openapi import allow_every_method, render_plugins
+from api.perf_wire import EstimateRequest, EstimateResponse, FrontierRequest, FrontierResponse
 from api.request import FareboxRequest
 from api.services import PlanService
 from api.settings import Settings
 from api.store import Store
+from api.wire import Health, PlanPage, PlanResource
 from fleet.catalog.load import load_catalog
+from fleet.catalog.schema import Accelerator, Model, System
 from fleet.perf.arrays import build_arrays
+from planner.scenario import Scenario
 
 API_VERSION = "1.0.0"
+WIRE_TYPES = (
+    Scenario,
+    PlanResource,
+    PlanPage,
+    Health,
+    ErrorBody,
+    EstimateRequest,
+    EstimateResponse,
+    FrontierRequest,
+    FrontierResponse,
+    Accelerator,
+    System,
+    Model,
+)
+"""Every Struct on the wire; the OpenAPI document describes them with msgspec's own schemas."""
 log = logging.getLogger("farebox.api")
 
 
@@ -93,6 +113,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         exception_handlers=dict(EXCEPTION_HANDLERS),
         request_max_body_size=settings.max_body_bytes,
         request_class=FareboxRequest,
+        before_send=[allow_every_method],
         lifespan=[lifespan],
         state=State({"settings": settings}),
         openapi_config=OpenAPIConfig(
@@ -104,6 +125,6 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 "performance model."
             ),
             path="/schema",
-            render_plugins=[SwaggerRenderPlugin(path="/"), RedocRenderPlugin(), JsonRenderPlugin()],
+            render_plugins=render_plugins(WIRE_TYPES),
         ),
     )
