@@ -51,6 +51,7 @@ def test_schemathesis_finds_no_server_error_and_no_failed_check(tmp_path: Path) 
                 str(har),
                 "--no-color",
             ],
+            cwd=tmp_path,  # its example database (.schemathesis/) stays out of the repo
             capture_output=True,
             text=True,
             timeout=300,
