@@ -10,6 +10,7 @@ Routes: ``/v1/plans`` (api.controllers.plans), ``/v1/catalog/*``, ``/v1/estimate
 ``/v1/frontier`` (api.controllers.perf), ``/health``; OpenAPI at ``/schema`` (Swagger UI there,
 also ``/schema/redoc``, JSON at ``/schema/openapi.json``). ``api.security.guard`` checks every
 request before its body is read: the bearer token when one is set, and no CORS-simple POSTs.
+Its components are msgspec's own schemas of the wire types (``api.openapi``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin, RedocRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, SecurityScheme
 
 from api.compute import Compute
@@ -35,17 +35,37 @@ from api.controllers.catalog import CatalogController, EncodedCatalog
 from api.controllers.health import HealthController
 from api.controllers.perf import PerfController
 from api.controllers.plans import PlanController
-from api.errors import EXCEPTION_HANDLERS
+from api.errors import EXCEPTION_HANDLERS, ErrorBody
 from api.jobs import JobRunner
+from api.openapi import allow_every_method, render_plugins
+from api.perf_wire import EstimateRequest, EstimateResponse, FrontierRequest, FrontierResponse
 from api.request import FareboxRequest
 from api.security import guard
 from api.services import PlanService
 from api.settings import Settings
 from api.store import Store
+from api.wire import Health, PlanPage, PlanResource
 from fleet.catalog.load import load_catalog
+from fleet.catalog.schema import Accelerator, Model, System
 from fleet.perf.arrays import build_arrays
+from planner.scenario import Scenario
 
 API_VERSION = "1.0.0"
+WIRE_TYPES = (
+    Scenario,
+    PlanResource,
+    PlanPage,
+    Health,
+    ErrorBody,
+    EstimateRequest,
+    EstimateResponse,
+    FrontierRequest,
+    FrontierResponse,
+    Accelerator,
+    System,
+    Model,
+)
+"""Every Struct on the wire; the OpenAPI document describes them with msgspec's own schemas."""
 log = logging.getLogger("farebox.api")
 
 
@@ -110,6 +130,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         guards=[guard],
         request_max_body_size=settings.max_body_bytes,
         request_class=FareboxRequest,
+        before_send=[allow_every_method],
         lifespan=[lifespan],
         state=State({"settings": settings}),
         openapi_config=OpenAPIConfig(
@@ -121,7 +142,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
                 "performance model."
             ),
             path="/schema",
-            render_plugins=[SwaggerRenderPlugin(path="/"), RedocRenderPlugin(), JsonRenderPlugin()],
+            render_plugins=render_plugins(WIRE_TYPES),
             **_bearer_security(settings),
         ),
     )

@@ -51,7 +51,7 @@ from litestar.status_codes import (
 )
 from msgspec import Struct
 
-from api.store import StoreError, store_error
+from api.store_errors import StoreError, store_error
 from fleet.errors import InputError
 
 log = logging.getLogger("farebox.api")

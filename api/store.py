@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from api.store_errors import StoreError, store_error
+
 
 class PlanStatus(StrEnum):
     QUEUED = "queued"
@@ -48,39 +50,6 @@ FINISHED = (PlanStatus.DONE, PlanStatus.FAILED, PlanStatus.CANCELLED)
 
 SEQ_MAX = 2**63 - 1
 """Largest ``seq`` (SQLite's INTEGER is a signed 64-bit number): the bound of a page cursor."""
-
-
-class StoreError(Exception):
-    """The SQLite file cannot serve: ``kind`` is "corrupt", "unwritable" or "busy"."""
-
-    def __init__(self, path: Path, kind: str, problem: str) -> None:
-        super().__init__(f"{path}: store {kind}: {problem}")
-        self.path = path
-        self.kind = kind
-        self.problem = problem
-
-    @property
-    def status(self) -> str:
-        """``store unwritable: /data/farebox.sqlite: attempt to write a readonly database``"""
-        return f"store {self.kind}: {self.path}: {self.problem}"
-
-
-_CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
-
-
-def store_error(path: Path, err: sqlite3.Error | OSError) -> StoreError:
-    """Classify a SQLite or file-system error by SQLite's result code."""
-    if isinstance(err, OSError):
-        return StoreError(path, "unwritable", err.strerror or str(err))
-    name = getattr(err, "sqlite_errorname", "") or ""
-    if name.startswith(_CORRUPT):
-        kind = "corrupt"
-    elif name.startswith(_BUSY):
-        kind = "busy"
-    else:  # READONLY, CANTOPEN, IOERR, FULL, PERM, ...
-        kind = "unwritable"
-    return StoreError(path, kind, f"{err} ({name})" if name else str(err))
 
 
 class FailureKind(StrEnum):
@@ -205,6 +174,7 @@ class Store:
         except sqlite3.Error as err:
             raise store_error(self.path, err) from None
         try:
+            conn.execute("PRAGMA synchronous=NORMAL")  # as serving does: no fsync per commit
             conn.execute("SELECT status, count(*) FROM plans GROUP BY status").fetchall()
             conn.execute(
                 "INSERT OR REPLACE INTO health (id, checked_at) VALUES (1, ?)", (self.clock(),)

@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
     from api.server_lock import ServerLock, check_port_free, holder_line
     from api.settings import Settings
-    from api.store import Store, StoreError
+    from api.store import Store
+    from api.store_errors import StoreError
 
     os.environ["FAREBOX_PARENT_PID"] = str(os.getpid())
     settings = Settings.from_env(os.environ)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from litestar import Controller, post
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import JSONBody
 from litestar.status_codes import HTTP_200_OK
 
 from api.compute import Compute
+from api.errors import ErrorBody
 from api.perf_wire import (
     EstimateRequest,
     EstimateResponse,
@@ -32,6 +34,11 @@ from fleet.perf.arrays import CatalogArrays
 from fleet.perf.frontier import frontier
 from fleet.perf.model import estimate
 
+UNKNOWN_IDS = {
+    413: ResponseSpec(ErrorBody, description="Body over the server's limit"),
+    422: ResponseSpec(ErrorBody, description="An id not in the catalog, or no such layout"),
+}
+
 
 class PerfController(Controller):
     path = "/v1"
@@ -42,6 +49,7 @@ class PerfController(Controller):
         operation_id="estimate",
         status_code=HTTP_200_OK,
         summary="Estimate configurations with the performance model",
+        responses=UNKNOWN_IDS,
     )
     async def estimate(
         self,
@@ -61,6 +69,7 @@ class PerfController(Controller):
         operation_id="frontier",
         status_code=HTTP_200_OK,
         summary="Throughput-vs-interactivity Pareto frontier of one model on one system",
+        responses=UNKNOWN_IDS,
     )
     async def frontier(
         self,

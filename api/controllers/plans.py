@@ -53,6 +53,9 @@ class _ScenarioBody(Operation):
         )
 
 
+NO_PLAN = {404: ResponseSpec(ErrorBody, description="No plan by that id")}
+
+
 class PlanController(Controller):
     path = "/v1/plans"
     tags = ("plans",)
@@ -67,6 +70,7 @@ class PlanController(Controller):
             200: ResponseSpec(PlanResource, description="Idempotent replay: the key's plan"),
             201: ResponseSpec(PlanResource, description="Finished within ?wait="),
             409: ResponseSpec(ErrorBody, description="Idempotency-Key used with another body"),
+            413: ResponseSpec(ErrorBody, description="Body over the server's limit"),
             422: ResponseSpec(ErrorBody, description="The scenario cannot be planned as asked"),
             503: ResponseSpec(ErrorBody, description="Queue full; see Retry-After"),
         },
@@ -85,11 +89,19 @@ class PlanController(Controller):
         ] = None,
         wait: Annotated[
             float | None,
-            QueryParameter(ge=0, description="Seconds to wait for the plan; 201 when done."),
+            QueryParameter(
+                ge=0,
+                description="Seconds to wait for the plan; 201 when done.",
+                schema_extra={"minimum": 0},  # Litestar drops a float's bound when optional
+            ),
         ] = None,
         time_limit_s: Annotated[
             float | None,
-            QueryParameter(gt=0, description="Solver time limit; default: the scenario's."),
+            QueryParameter(
+                gt=0,
+                description="Solver time limit; default: the scenario's.",
+                schema_extra={"exclusiveMinimum": 0},
+            ),
         ] = None,
     ) -> Response[PlanResource]:
         plans.check_wait(wait)
@@ -129,7 +141,12 @@ class PlanController(Controller):
         records, next_cursor = await plans.page(limit, cursor, status)
         return PlanPage(items=tuple(plan_info(r) for r in records), next_cursor=next_cursor)
 
-    @get("/{plan_id:str}", operation_id="getPlan", summary="A plan's status; the plan once done")
+    @get(
+        "/{plan_id:str}",
+        operation_id="getPlan",
+        summary="A plan's status; the plan once done",
+        responses=NO_PLAN,
+    )
     async def read(
         self, plans: NamedDependency[PlanService], plan_id: FromPath[str]
     ) -> Response[PlanResource]:
@@ -139,6 +156,7 @@ class PlanController(Controller):
         "/{plan_id:str}/scenario",
         operation_id="getPlanScenario",
         summary="The scenario a plan was asked with, as stored",
+        responses=NO_PLAN,
     )
     async def scenario(
         self, plans: NamedDependency[PlanService], plan_id: FromPath[str]
@@ -150,6 +168,9 @@ class PlanController(Controller):
         operation_id="getPlanReportTable",
         summary="One table of a done plan's report, as Parquet ({table}.parquet)",
         media_type=PARQUET,
+        responses={
+            404: ResponseSpec(ErrorBody, description="No such plan, or table, or not done yet")
+        },
     )
     async def report(
         self, plans: NamedDependency[PlanService], plan_id: FromPath[str], file_name: FromPath[str]
@@ -171,7 +192,7 @@ class PlanController(Controller):
         operation_id="cancelOrDeletePlan",
         summary="Cancel a queued or running plan (200); delete a finished one (204)",
         status_code=HTTP_200_OK,
-        responses={204: ResponseSpec(None, description="Deleted")},
+        responses={204: ResponseSpec(None, description="Deleted"), **NO_PLAN},
     )
     async def remove(
         self, plans: NamedDependency[PlanService], plan_id: FromPath[str]
