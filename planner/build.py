@@ -15,9 +15,12 @@ Steps:
 5. Units: a replica smaller than a system is packed with its copies onto whole systems (8
    one-GPU replicas on an 8-GPU node), so the tables count whole systems; ``replicas_per_unit``
    says how many model replicas one table "replica" is.
-6. Headroom and pruning per group, against the tier's lowest demand over the price cards that
-   sell it with the group's variant in each period (``planner.candidates.prune``): the headroom
-   then holds whichever of those cards is chosen.
+6. Headroom and pruning per group, against the load its queue can carry at most: the tier's
+   lowest demand over the price cards that sell it with the group's variant in each period, but
+   no more than the pools of the group's routing domain (its region, by default) could serve
+   with every system on it (``planner.candidates.prune``). Utilization caps grow with the load,
+   so a queue that carries less waits longer: ``planner.promise`` checks the plan's queues at
+   their planned load after the solve and repairs the few that miss.
    Groups alike in everything pruning sees (estimates, rows, SLO, load: pools of one system in
    several regions, say) are pruned once.
 """
@@ -108,6 +111,15 @@ def build_inventory(s: Scenario, catalog: Catalog) -> Inventory:
         systems_available=np.floor(per_period + 1e-9).astype(np.int64),
         usd_per_system_hour=np.asarray(cost, dtype=np.float64),
     )
+
+
+def routing_domains(s: Scenario) -> IntArray:
+    """(pools,): the routing domain (queue) each pool's replicas join: its region's index under
+    ``fleet.routing = "region"``, 0 for all under ``"global"``."""
+    if s.fleet.routing == "global":
+        return np.zeros(len(s.fleet.pools), dtype=np.int64)
+    regions = sorted({p.region for p in s.fleet.pools})
+    return np.asarray([regions.index(p.region) for p in s.fleet.pools], dtype=np.int64)
 
 
 def _packing(est: Estimate, rows: IntArray, devices_per_system: int) -> IntArray:
@@ -253,6 +265,19 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     }
     lowest = lowest_demand(demand, info.mean_output_tokens)
     no_load = np.zeros(inventory.systems_available.shape[1])
+    domain = routing_domains(s)
+    # Requests/s each (family, tier, variant, routing domain) could serve with every system of
+    # its pools on its best configuration: no queue of the domain carries more.
+    reach: dict[tuple[int, int, int, int], FloatArray] = {}
+    for g in groups:
+        _, est = estimates[g.key]
+        devices_per_system = catalog.system(g.key[1]).devices_per_system
+        pack = _packing(est, g.rows, devices_per_system)
+        units = -(-est.devices_per_replica[g.rows] * pack // devices_per_system)
+        per_system = float(np.max(est.tokens_per_s_per_replica[g.rows] * pack / units))
+        key4 = (g.family, g.tier, variant_index[(g.family, g.model)], int(domain[g.pool]))
+        served = per_system * inventory.systems_available[g.pool] / float(g.key[4])
+        reach[key4] = reach.get(key4, no_load) + served
     parts: list[dict[str, np.ndarray]] = []
     chosen: list[tuple[Configs, Estimate]] = []
     # Pools of one system (regions) and variants share estimates, and a family's tier has one
@@ -270,7 +295,9 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
             ttft_floor_s=est.ttft_floor_s[g.rows],
         )
         # No card sells the tier with this variant: its candidates can serve nothing anyway.
-        load = lowest.get((g.family, g.tier, variant_index[(g.family, g.model)]), no_load)
+        v = variant_index[(g.family, g.model)]
+        most = reach[(g.family, g.tier, v, int(domain[g.pool]))]
+        load = np.minimum(lowest.get((g.family, g.tier, v), no_load), most)
         same = (g.key, g.slo, g.rows.tobytes(), load.tobytes())
         if same not in pruned:
             pruned[same] = prune(cols, g.slo, load, osl)

@@ -128,8 +128,15 @@ class Pool(Frozen, kw_only=True):
     outages: tuple[Outage, ...] = ()
 
 
+Routing = Literal["region", "global"]
+
+
 class Fleet(Frozen, kw_only=True):
     pools: Annotated[tuple[Pool, ...], Meta(min_length=1)]
+    routing: Routing = "region"
+    """How a tier's requests reach replicas: "region" = a router per region and (family, tier)
+    queues them for the slots of that region's replicas only; "global" = one router per (family,
+    tier) pools every region's replicas. The TTFT promise is kept per queue (planner.promise)."""
 
 
 class Variant(Frozen, kw_only=True):
