@@ -132,56 +132,91 @@ class _Repair:
         self.added_units = 0
         self.shed_tokens = 0.0
 
-    def capacity(self, members: IntArray, queue: IntArray, units: IntArray, p: int) -> FloatArray:
-        """Per queue: the most tokens/s it carries, members splitting in proportion to their
-        table capacity (the solver's split)."""
+    def stats(
+        self, members: IntArray, queue: IntArray, units: IntArray, p: int
+    ) -> tuple[FloatArray, ...]:
+        """Per queue: (weight W, erlangs-weight E, rate-weight R, slots N, slack, quantile), the
+        members splitting its load in proportion to their table capacity (the solver's split):
+        per output token/s the queue carries E / W Erlangs at R / W requests/s."""
         det, cand = self.det, self.t.candidates
         n_q = int(queue.max()) + 1
         weight = units * cand.tokens_per_s_per_replica[members, p]
-        share = weight / np.maximum(np.bincount(queue, weight, n_q)[queue], 1e-300)
-        erlangs = np.bincount(queue, share * det.request_s[members] / det.output_tokens[members])
-        rate = np.bincount(queue, share / det.output_tokens[members], n_q)
-        holding = np.divide(erlangs, rate, out=np.ones(n_q), where=rate > 0)
-        slots = np.bincount(queue, units * self.slots_per_unit[members], n_q)
+        per_erlang = det.request_s[members] / det.output_tokens[members]
+        w = np.bincount(queue, weight, n_q)
+        e = np.bincount(queue, weight * per_erlang, n_q)
+        r = np.bincount(queue, weight / det.output_tokens[members], n_q)
+        n = np.bincount(queue, units * self.slots_per_unit[members], n_q)
         slack = np.full(n_q, np.inf)
         np.minimum.at(slack, queue, np.where(units > 0, self.slack[members], np.inf))
         q = np.zeros(n_q)
         q[queue] = det.ttft_quantile[members]
-        return max_load(slots, erlangs, holding, q, np.where(np.isfinite(slack), slack, 0.0))
+        return w, e, r, n, slack, q
 
-    def product(self, j_members: IntArray, p: int, value_usd: float, price_usd: float) -> None:
-        """Repair one (family, tier) in period ``p``; ``value_usd``: what a served token is worth
-        (price + unserved penalty), ``price_usd``: its revenue."""
-        members = j_members
-        _, queue = np.unique(self.domain[members], return_inverse=True)
+    @staticmethod
+    def room_of(
+        w: FloatArray, e: FloatArray, r: FloatArray, n: FloatArray, slack: FloatArray, q: FloatArray
+    ) -> FloatArray:
+        """The most tokens/s each queue carries within its slack."""
+        per_token = np.divide(e, w, out=np.zeros_like(e), where=w > 0)
+        holding = np.divide(e, r, out=np.ones_like(e), where=r > 0)
+        return max_load(n, per_token, holding, q, np.where(np.isfinite(slack), slack, 0.0))
+
+    def queues(self, members: IntArray) -> IntArray:
+        """Per member of one (family, tier) in one period: the index of its queue."""
+        return np.unique(self.domain[members], return_inverse=True)[1]
+
+    def product(
+        self,
+        members: IntArray,
+        queue: IntArray,
+        p: int,
+        value_usd: float,
+        price_usd: float,
+        room: FloatArray,
+    ) -> None:
+        """Repair one (family, tier) in period ``p``: ``members`` its candidates, ``queue`` their
+        queues, ``room`` what each queue carries now (``room_of``); ``value_usd``: what a served
+        token is worth (price + unserved penalty), ``price_usd``: its revenue."""
+        cand, det = self.t.candidates, self.det
         units = self.replicas[members, p].copy()
         load = np.bincount(queue, self.served[members, p])
-        room = self.capacity(members, queue, units, p)
+        stats = self.stats(members, queue, units, p)
         excess = float(load.sum() - room.sum())
         seconds = SECONDS_PER_HOUR * self.t.period_hours
+        cap = cand.tokens_per_s_per_replica[members, p]
+        spu = cand.systems_per_replica[members]
+        pool = cand.pool[members]
         while excess > 0:
-            best, best_gain, best_room = -1, 0.0, room
-            for i in np.flatnonzero(units < self.upper[members, p]):
-                c = int(members[i])
-                spu = int(self.t.candidates.systems_per_replica[c])
-                if self.free[self.t.candidates.pool[c], p] < spu:
-                    continue
-                trial = units.copy()
-                trial[i] += 1
-                new_room = self.capacity(members, queue, trial, p)
-                saved = min(float(new_room.sum() - room.sum()), excess)
-                gain = saved * value_usd * seconds - float(self.unit_usd[c])
-                if gain > best_gain:
-                    best, best_gain, best_room = i, gain, new_room
-            if best < 0:
+            # Every member that one more replica could grow, evaluated at once: only its own
+            # queue changes (a member with slack joins the slack minimum only if it had none).
+            opt = np.flatnonzero(
+                (units < self.upper[members, p]) & (self.free[pool, p] >= spu) & (cap > 0)
+            )
+            if not opt.size:
                 break
-            c = int(members[best])
-            units[best] += 1
-            self.free[self.t.candidates.pool[c], p] -= int(self.t.candidates.systems_per_replica[c])
-            self.added_usd += float(self.unit_usd[c])
+            qo = queue[opt]
+            w, e, r, n, slack, q = (x[qo] for x in stats)
+            trial = self.room_of(
+                w + cap[opt],
+                e + cap[opt] * det.request_s[members[opt]] / det.output_tokens[members[opt]],
+                r + cap[opt] / det.output_tokens[members[opt]],
+                n + self.slots_per_unit[members[opt]],
+                np.minimum(slack, self.slack[members[opt]]),
+                q,
+            )
+            grown = trial - room[qo]
+            gain = np.minimum(grown, excess) * value_usd * seconds - self.unit_usd[members[opt]]
+            best = int(np.argmax(gain))
+            if gain[best] <= 0:
+                break
+            i = int(opt[best])
+            units[i] += 1
+            self.free[pool[i], p] -= int(spu[i])
+            self.added_usd += float(self.unit_usd[members[i]])
             self.added_units += 1
-            excess -= float(best_room.sum() - room.sum())
-            room = best_room
+            excess -= float(grown[best])
+            stats = self.stats(members, queue, units, p)
+            room = self.room_of(*stats)
         # Final split: each queue up to its capacity; the excess to queues with room, in
         # proportion to their room; the rest is shed.
         total = float(load.sum())
@@ -191,7 +226,6 @@ class _Repair:
         if spare.sum() > 0:
             kept = kept + spare * (moved / float(spare.sum()))
         shed = max(total - float(kept.sum()), 0.0)
-        cand = self.t.candidates
         weight = units * cand.tokens_per_s_per_replica[members, p]
         share = weight / np.maximum(np.bincount(queue, weight)[queue], 1e-300)
         self.replicas[members, p] = units
@@ -236,10 +270,19 @@ def keep_ttft_promise(built: Built, result: SolveResult) -> SolveResult:
     )
     product = prods.product_of_cand[c_idx]
     late_keys = np.unique(product[late] * t.periods + p_idx[late])
+    work = []
     for key in late_keys.tolist():
         j, p = divmod(int(key), t.periods)
         members = np.unique(c_idx[(product == j) & (p_idx == p)])
-        repair.product(members, p, float(prods.value_usd_per_token[j, p]), float(price[j, p]))
+        queue = repair.queues(members)
+        units = repair.replicas[members, p]
+        work.append((j, p, members, queue, repair.stats(members, queue, units, p)))
+    # What every queue carries now, in one bisection; then each product in turn.
+    rooms = repair.room_of(*(np.concatenate([w[4][i] for w in work]) for i in range(6)))
+    bounds = np.cumsum([0] + [w[4][0].shape[0] for w in work])
+    for (j, p, members, queue, _), lo, hi in zip(work, bounds[:-1], bounds[1:], strict=True):
+        value, revenue_per_token = float(prods.value_usd_per_token[j, p]), float(price[j, p])
+        repair.product(members, queue, p, value, revenue_per_token, rooms[lo:hi])
     assert repair.unserved.shape == (n_fam, len(d.tier_ids), t.periods)
     revenue = result.revenue_usd - repair.shed_usd
     cost = result.cost_usd + repair.added_usd
