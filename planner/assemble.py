@@ -1,10 +1,11 @@
 """Assemble the Plan from the solver's arrays and the build's side tables.
 
 The solver speaks in indices (combo, candidate, period); the plan speaks in the business's names
-(pool, family, tier, model, layout, USD). Money over a period = rate x period seconds. TTFT at the
-planned load = the assignment's TTFT floor + the wait for a slot at the tier's percentile, where,
-as the headroom assumes (``planner.queueing``), one router pools the batch slots of every replica
-serving the (family, tier) in the period: M/M/n with n = their slots and their summed load.
+(pool, family, tier, model, layout, USD). Money over a period = rate x period seconds. Before
+naming anything, ``planner.promise`` checks the plan's queues (one per family, tier, routing domain
+and period, as the scenario routes requests) and repairs those whose wait would break a member's
+TTFT SLO; the reported TTFT at the planned load = the assignment's TTFT floor + its queue's wait
+at the tier's percentile, the same computation.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import numpy as np
 
 from fleet.catalog.schema import PRECISIONS
 from planner.build import Built
-from planner.plan import Assignment, Binding, Flow, Plan, PoolUsage, TierPrice
-from planner.queueing import wait_quantile_s
+from planner.plan import Assignment, Binding, Flow, Plan, PoolUsage, TierPrice, meets_ttft_slo
+from planner.promise import keep_ttft_promise, queue_wait_s
 from planner.solution import BindingConstraint, SolveResult, SolveStatus
-from planner.tables import SECONDS_PER_HOUR, FloatArray, IntArray
+from planner.tables import SECONDS_PER_HOUR
 from planner.unserved import unserved_warnings
 
 
@@ -68,6 +69,8 @@ def assemble_plan(built: Built, result: SolveResult) -> Plan:
     """Name every figure of ``result``; partial values are never read (no plan, no figures)."""
     assert built.tables is not None and built.candidates is not None and built.demand is not None
     has_plan = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+    if has_plan:
+        result = keep_ttft_promise(built, result)
     base = {
         "scenario": built.scenario.meta.name,
         "status": result.status,
@@ -134,59 +137,20 @@ def _prices(built: Built, result: SolveResult) -> tuple[TierPrice, ...]:
 
 
 def _late(built: Built, assignments: tuple[Assignment, ...]) -> tuple[str, ...]:
-    """A warning per tier whose reported TTFT at the planned load misses its SLO somewhere: the
-    headroom is fixed before the solve (docs/known-gaps.md), so say so rather than hide it."""
+    """A warning per tier with an assignment whose reported TTFT misses its SLO (``planner.
+    promise`` repairs the plan so that none does: a warning here is a planner bug, said aloud)."""
     out = []
     for tier in built.scenario.tiers:
-        if tier.max_ttft_ms is None:
-            continue
-        # ttft_ms < 0 marks an unbounded wait (the queue is unstable at that load).
-        late = [
-            a
-            for a in assignments
-            if a.tier == tier.id and (a.ttft_ms > tier.max_ttft_ms or a.ttft_ms < 0)
-        ]
+        late = [a for a in assignments if a.tier == tier.id and not meets_ttft_slo(a)]
         if late:
             worst = max(late, key=lambda a: math.inf if a.ttft_ms < 0 else a.ttft_ms)
             shown = "unbounded" if worst.ttft_ms < 0 else f"{worst.ttft_ms:,.0f} ms"
             out.append(
                 f"{len(late)} {tier.id} assignment(s) report p{tier.ttft_percentile:g} TTFT above "
                 f"the {tier.max_ttft_ms:g} ms SLO at the planned load (worst {shown}: "
-                f"{worst.pool}, period {worst.period}, {worst.utilization:.0%} utilized); the "
-                "queueing headroom was sized before the solve (docs/known-gaps.md)"
+                f"{worst.pool}, period {worst.period}, {worst.utilization:.0%} utilized)"
             )
     return tuple(out)
-
-
-def _pooled_wait_s(
-    built: Built, c_idx: IntArray, p_idx: IntArray, replicas: IntArray, served: FloatArray
-) -> FloatArray:
-    """Wait for a batch slot at the tier's TTFT percentile, per assignment, as the headroom
-    assumed it (``planner.queueing``): one router per (family, tier) pools the slots of all the
-    replicas serving it in the period, so every assignment of the tier sees the same wait, that
-    of M/M/n with n = all their slots, the summed load in Erlangs and its mean holding time."""
-    det, cand = built.candidates, built.tables.candidates
-    assert det is not None
-    slots = replicas * det.configs.batch[c_idx]
-    requests_per_s = served / det.output_tokens[c_idx]
-    erlangs = requests_per_s * det.request_s[c_idx]
-    n_tiers = len(built.scenario.tiers)
-    key = (cand.family[c_idx] * n_tiers + cand.tier[c_idx]) * built.tables.periods + p_idx
-    groups, which = np.unique(key, return_inverse=True)
-    n = groups.shape[0]
-    # Float weights (bincount of no assignments would otherwise come back as int64).
-    pooled_slots = np.bincount(which, slots.astype(np.float64), n)
-    pooled_erlangs = np.bincount(which, erlangs.astype(np.float64), n)
-    pooled_rate = np.bincount(which, requests_per_s.astype(np.float64), n)
-    quantile = det.ttft_quantile[c_idx]
-    holding_s = np.divide(
-        pooled_erlangs, pooled_rate, out=np.ones(n, dtype=np.float64), where=pooled_rate > 0
-    )
-    # Quantiles differ only between tiers, and a group is one tier: take each group's own.
-    q = np.zeros(groups.shape[0])
-    q[which] = quantile
-    wait = wait_quantile_s(pooled_slots, pooled_erlangs, holding_s, q)
-    return wait[which]
 
 
 def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
@@ -198,12 +162,13 @@ def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
     served = result.served_tokens_per_s[c_idx, p_idx]
     replicas = units * det.replicas_per_unit[c_idx]
     raw = units * det.raw_tokens_per_s_per_replica[c_idx] * det.replicas_per_unit[c_idx]
-    wait = _pooled_wait_s(built, c_idx, p_idx, replicas, served)
+    wait = queue_wait_s(built, c_idx, p_idx, replicas, served)
     has_slo = ~np.isnan(det.ttft_slo_s[c_idx])
     ttft_s = det.ttft_floor_s[c_idx] + np.where(has_slo, wait, 0.0)
     systems = units * cand.systems_per_replica[c_idx]
     cost = systems * t.inventory.usd_per_system_hour[cand.pool[c_idx]] * t.period_hours
     cfg = det.configs
+    slo_ms = [tier.max_ttft_ms for tier in s.tiers]
     out = []
     for i, (c, p) in enumerate(zip(c_idx.tolist(), p_idx.tolist(), strict=True)):
         out.append(
@@ -228,6 +193,7 @@ def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
                 utilization=float(served[i] / raw[i]) if raw[i] > 0 else 0.0,
                 tokens_per_s_per_user=float(det.tokens_per_s_per_user[c]),
                 ttft_ms=float(ttft_s[i] * 1e3) if np.isfinite(ttft_s[i]) else -1.0,
+                ttft_slo_ms=slo_ms[int(cand.tier[c])],
                 cost_usd=float(cost[i]),
             )
         )

@@ -15,9 +15,12 @@ Steps:
 5. Units: a replica smaller than a system is packed with its copies onto whole systems (8
    one-GPU replicas on an 8-GPU node), so the tables count whole systems; ``replicas_per_unit``
    says how many model replicas one table "replica" is.
-6. Headroom and pruning per group, against the tier's lowest demand over the price cards that
-   sell it with the group's variant in each period (``planner.candidates.prune``): the headroom
-   then holds whichever of those cards is chosen.
+6. Headroom and pruning per group, against the load its queue can carry at most: the tier's
+   lowest demand over the price cards that sell it with the group's variant in each period, but
+   no more than the pools of the group's routing domain (its region, by default) could serve
+   with every system on it (``planner.candidates.prune``). Utilization caps grow with the load,
+   so a queue that carries less waits longer: ``planner.promise`` checks the plan's queues at
+   their planned load after the solve and repairs the few that miss.
    Groups alike in everything pruning sees (estimates, rows, SLO, load: pools of one system in
    several regions, say) are pruned once.
 """
@@ -110,6 +113,15 @@ def build_inventory(s: Scenario, catalog: Catalog) -> Inventory:
         systems_available=np.floor(per_period + 1e-9).astype(np.int64),
         usd_per_system_hour=np.asarray(cost, dtype=np.float64),
     )
+
+
+def routing_domains(s: Scenario) -> IntArray:
+    """(pools,): the routing domain (queue) each pool's replicas join: its region's index under
+    ``fleet.routing = "region"``, 0 for all under ``"global"``."""
+    if s.fleet.routing == "global":
+        return np.zeros(len(s.fleet.pools), dtype=np.int64)
+    regions = sorted({p.region for p in s.fleet.pools})
+    return np.asarray([regions.index(p.region) for p in s.fleet.pools], dtype=np.int64)
 
 
 def _packing(est: Estimate, rows: IntArray, devices_per_system: int) -> IntArray:
@@ -278,53 +290,70 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
         variants_of.setdefault(key, []).append((i, precisions))
     lowest = lowest_demand(demand, info.mean_output_tokens)
     no_load = np.zeros(inventory.systems_available.shape[1])
+    # Each group's rows, split over the variants of its model by precision.
+    split: list[tuple[_Group, int]] = []
+    for group in groups:
+        configs, _ = estimates[group.key]
+        for variant, precisions in variants_of[(group.family, group.model)]:
+            rows = group.rows[np.isin(configs.weight_precision[group.rows], precisions)]
+            if rows.size:
+                split.append((dataclasses.replace(group, rows=rows), variant))
+    domain = routing_domains(s)
+    # Requests/s each (family, tier, variant, routing domain) could serve with every system of
+    # its pools on its best configuration: no queue of the domain carries more.
+    reach: dict[tuple[int, int, int, int], FloatArray] = {}
+    for g, variant in split:
+        _, est = estimates[g.key]
+        devices_per_system = catalog.system(g.key[1]).devices_per_system
+        pack = _packing(est, g.rows, devices_per_system)
+        units = -(-est.devices_per_replica[g.rows] * pack // devices_per_system)
+        per_system = float(np.max(est.tokens_per_s_per_replica[g.rows] * pack / units))
+        key4 = (g.family, g.tier, variant, int(domain[g.pool]))
+        served = per_system * inventory.systems_available[g.pool] / float(g.key[4])
+        reach[key4] = reach.get(key4, no_load) + served
     parts: list[dict[str, np.ndarray]] = []
     chosen: list[tuple[Configs, Estimate]] = []
     # Pools of one system (regions) and variants share estimates, and a family's tier has one
     # demand: groups with the same rows, SLO and load prune alike, so each is pruned once.
     pruned: dict[tuple[object, ...], Pruned] = {}
-    for group in groups:
-        configs, est = estimates[group.key]
-        for variant, precisions in variants_of[(group.family, group.model)]:
-            rows = group.rows[np.isin(configs.weight_precision[group.rows], precisions)]
-            if rows.size == 0:
-                continue
-            g = dataclasses.replace(group, rows=rows)
-            osl = float(g.key[4])
-            devices_per_system = catalog.system(g.key[1]).devices_per_system
-            pack = _packing(est, g.rows, devices_per_system)
-            cols = Columns(
-                systems_per_unit=-(-est.devices_per_replica[g.rows] * pack // devices_per_system),
-                tokens_per_s_per_unit=est.tokens_per_s_per_replica[g.rows] * pack,
-                request_s=est.request_s[g.rows],
-                ttft_floor_s=est.ttft_floor_s[g.rows],
-            )
-            # No card sells the tier with this variant: its candidates can serve nothing anyway.
-            load = lowest.get((g.family, g.tier, variant), no_load)
-            same = (g.key, g.slo, g.rows.tobytes(), load.tobytes())
-            if same not in pruned:
-                pruned[same] = prune(cols, g.slo, load, osl)
-            kept = pruned[same]
-            rows = g.rows[kept.rows]
-            n = kept.rows.shape[0]
-            chosen.append((configs.take(rows), est.take(rows)))
-            parts.append(
-                {
-                    "pool": np.full(n, g.pool),
-                    "family": np.full(n, g.family),
-                    "tier": np.full(n, g.tier),
-                    "variant": np.full(n, variant),
-                    "pack": pack[kept.rows],
-                    "spu": cols.systems_per_unit[kept.rows],
-                    "capacity": kept.tokens_per_s_per_replica,
-                    "cap": kept.utilization_cap,
-                    "ttft_slo": np.full(
-                        n, np.nan if g.slo.max_ttft_s is None else g.slo.max_ttft_s
-                    ),
-                    "quantile": np.full(n, g.slo.ttft_quantile),
-                    "osl": np.full(n, osl),
-                }
-            )
+    for g, variant in split:
+        configs, est = estimates[g.key]
+        osl = float(g.key[4])
+        devices_per_system = catalog.system(g.key[1]).devices_per_system
+        pack = _packing(est, g.rows, devices_per_system)
+        cols = Columns(
+            systems_per_unit=-(-est.devices_per_replica[g.rows] * pack // devices_per_system),
+            tokens_per_s_per_unit=est.tokens_per_s_per_replica[g.rows] * pack,
+            request_s=est.request_s[g.rows],
+            ttft_floor_s=est.ttft_floor_s[g.rows],
+        )
+        # No card sells the tier with this variant: its candidates can serve nothing anyway.
+        most = reach[(g.family, g.tier, variant, int(domain[g.pool]))]
+        load = np.minimum(lowest.get((g.family, g.tier, variant), no_load), most)
+        same = (g.key, g.slo, g.rows.tobytes(), load.tobytes())
+        if same not in pruned:
+            pruned[same] = prune(cols, g.slo, load, osl)
+        kept = pruned[same]
+        rows = g.rows[kept.rows]
+        n = kept.rows.shape[0]
+        chosen.append((configs.take(rows), est.take(rows)))
+        parts.append(
+            {
+                "pool": np.full(n, g.pool),
+                "family": np.full(n, g.family),
+                "tier": np.full(n, g.tier),
+                "variant": np.full(n, variant),
+                "pack": pack[kept.rows],
+                "spu": cols.systems_per_unit[kept.rows],
+                "capacity": kept.tokens_per_s_per_replica,
+                "cap": kept.utilization_cap,
+                "ttft_slo": np.full(
+                    n, np.nan if g.slo.max_ttft_s is None else g.slo.max_ttft_s
+                ),
+                "quantile": np.full(n, g.slo.ttft_quantile),
+                "osl": np.full(n, osl),
+            }
+        )
     tables, details = _assemble(parts, chosen, inventory, demand, s)
     return Built(s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start)
 

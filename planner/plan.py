@@ -66,9 +66,20 @@ class Assignment(Frozen, kw_only=True):
     tokens_per_s_per_user: float
     """Expected streaming speed per request at full batch (the floor of the tier's guarantee)."""
     ttft_ms: float
-    """Time to first token at the tier's TTFT percentile at this load (queueing included)."""
+    """Time to first token at the tier's TTFT percentile at this load (queueing included, in the
+    queue the scenario's routing puts these replicas in); -1 when unbounded."""
+    ttft_slo_ms: float | None = None
+    """The tier's TTFT ceiling; None when the tier has none."""
     cost_usd: float
     """Running cost of these systems for the period."""
+
+
+def meets_ttft_slo(a: Assignment) -> bool:
+    """The assignment's reported TTFT is within its tier's SLO (always, without one). The plan's
+    warnings and the report's ``slo_attainment`` both use this test."""
+    if a.ttft_slo_ms is None:
+        return True
+    return 0.0 <= a.ttft_ms <= a.ttft_slo_ms
 
 
 class Flow(Frozen, kw_only=True):

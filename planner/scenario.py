@@ -197,8 +197,15 @@ class Pool(Frozen, kw_only=True):
     outages: Annotated[tuple[Outage, ...], Meta(max_length=MAX_LIST)] = ()
 
 
+Routing = Literal["region", "global"]
+
+
 class Fleet(Frozen, kw_only=True):
     pools: Annotated[tuple[Pool, ...], Meta(min_length=1, max_length=MAX_POOLS)]
+    routing: Routing = "region"
+    """How a tier's requests reach replicas: "region" = a router per region and (family, tier)
+    queues them for the slots of that region's replicas only; "global" = one router per (family,
+    tier) pools every region's replicas. The TTFT promise is kept per queue (planner.promise)."""
 
 
 class Variant(Frozen, kw_only=True):

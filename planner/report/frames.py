@@ -23,7 +23,7 @@ from datetime import date, datetime, timedelta
 
 import polars as pl
 
-from planner.plan import Plan
+from planner.plan import Plan, meets_ttft_slo
 from planner.tables import SECONDS_PER_HOUR
 
 DEFAULT_START = date(2026, 1, 5)
@@ -379,6 +379,29 @@ def _products(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFr
             pl.col("cost_usd").sum(),
         )
     )
+    # Tokens served by assignments whose reported TTFT misses the tier's SLO: the same test as
+    # the plan's warnings (``planner.plan.meets_ttft_slo``).
+    late = (
+        pl.DataFrame(
+            {
+                "week_start": [clock.week_start(a.period) for a in plan.assignments],
+                "family": [a.family for a in plan.assignments],
+                "tier": [a.tier for a in plan.assignments],
+                "late_output_tokens": [
+                    0.0 if meets_ttft_slo(a) else a.served_tokens_per_s * clock.seconds
+                    for a in plan.assignments
+                ],
+            },
+            schema={
+                "week_start": pl.Date,
+                "family": pl.String,
+                "tier": pl.String,
+                "late_output_tokens": pl.Float64,
+            },
+        )
+        .group_by("week_start", "family", "tier")
+        .agg(pl.col("late_output_tokens").sum())
+    )
     prices = _frame_of(
         plan.prices,
         {
@@ -394,10 +417,14 @@ def _products(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFr
     out = (
         weekly.join(prices, on=["family", "tier"], how="left")
         .join(serving, on=["week_start", "family", "tier"], how="left")
+        .join(late, on=["week_start", "family", "tier"], how="left")
         .with_columns(
             pl.col("cost_usd").fill_null(0.0),
             pl.when(pl.col("demand_output_tokens") > 0)
-            .then(pl.col("served_output_tokens") / pl.col("demand_output_tokens"))
+            .then(
+                (pl.col("served_output_tokens") - pl.col("late_output_tokens").fill_null(0.0))
+                / pl.col("demand_output_tokens")
+            )
             .otherwise(None)
             .alias("slo_attainment"),
         )

@@ -10,9 +10,11 @@ import msgspec
 import numpy as np
 import pytest
 
-from planner.assemble import assemble_plan
+from planner.assemble import _late, assemble_plan
 from planner.build import build, build_inventory
-from planner.plan import Plan
+from planner.plan import Plan, meets_ttft_slo
+from planner.promise import keep_ttft_promise
+from planner.report.frames import report_frames
 from planner.run import load_scenario, plan_scenario
 from planner.scenario_check import decode_scenario
 from planner.solution import SolveResult, SolveStatus
@@ -200,7 +202,11 @@ def test_assembly_matches_a_brute_force_optimum(micro, catalog, arrays) -> None:
     plan = assemble_plan(built, result)
     assert isinstance(plan, Plan)
     assert built.tables.candidates.pool.shape[0] >= 2 and plan.assignments
-    assert plan.objective_usd == pytest.approx(result.objective_usd)
+    # The plan names the result after the TTFT promise is kept (planner.promise): here a sliver
+    # of the rationed busy hour is shed (~0.02% of the objective).
+    kept = keep_ttft_promise(built, result)
+    assert plan.objective_usd == pytest.approx(kept.objective_usd)
+    assert result.objective_usd * (1 - 1e-3) <= plan.objective_usd <= result.objective_usd
     assert sum(f.revenue_usd for f in plan.flows) == pytest.approx(plan.revenue_usd, rel=1e-9)
     assert sum(a.cost_usd for a in plan.assignments) == pytest.approx(plan.cost_usd, rel=1e-9)
     assert plan.margin_usd == pytest.approx(plan.revenue_usd - plan.cost_usd)
@@ -208,22 +214,13 @@ def test_assembly_matches_a_brute_force_optimum(micro, catalog, arrays) -> None:
     assert set(tiers) == {"standard", "fast"}
     combo = built.tables.demand.combo_offer[result.combo[0]]
     assert tiers["fast"].multiplier == built.tables.demand.offers.multiplier[combo[1]]
-    rationed = {(f.tier, f.period) for f in plan.flows if f.unserved_tokens_per_s > 1e-6}
     for a in plan.assignments:
         assert a.systems <= 2 and 0 < a.utilization <= 1
         assert a.served_tokens_per_s <= a.capacity_tokens_per_s * (1 + 1e-9)
-        if (a.tier, a.period) not in rationed:  # rationed: test_rationed_tier_meets_its_ttft_slo
-            assert a.ttft_ms <= {"standard": 2000, "fast": 500}[a.tier]
+        assert a.ttft_ms <= {"standard": 2000, "fast": 500}[a.tier]
     assert len(plan.flows) == 2 * 3 and len(plan.pool_usage) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known planner gap: the headroom caps utilization at the tier's whole demand in the "
-    "period, but a rationed tier's replicas carry only what is served, fewer Erlangs, so the "
-    "pooled wait is longer; in micro's busy hour standard is ~35% short and its p99 TTFT is "
-    "~2.9 s against 2 s. Remove the mark when the cap accounts for rationing.",
-)
 def test_rationed_tier_meets_its_ttft_slo(micro, catalog, arrays) -> None:
     built = build(micro, catalog, arrays)
     plan = assemble_plan(built, brute_force(built.tables))
@@ -234,18 +231,45 @@ def test_rationed_tier_meets_its_ttft_slo(micro, catalog, arrays) -> None:
             assert a.ttft_ms <= {"standard": 2000, "fast": 500}[a.tier]
 
 
-def test_a_plan_warns_when_an_assignment_misses_its_ttft_slo(micro, catalog, arrays) -> None:
-    """Until the headroom follows the served load, the plan says where the reported TTFT misses
-    the SLO (the rationed busy hour above), and says nothing when every assignment meets it."""
+def test_warnings_and_slo_attainment_use_one_ttft_test(micro, catalog, arrays) -> None:
+    """The plan warns per tier where an assignment's reported TTFT misses its SLO, and the
+    report's slo_attainment counts only tokens served within it: both through meets_ttft_slo.
+    The kept promise leaves nothing to warn about; an assignment moved past its SLO is both
+    warned about and taken out of slo_attainment."""
     built = build(micro, catalog, arrays)
     plan = assemble_plan(built, brute_force(built.tables))
-    late = [a for a in plan.assignments if a.ttft_ms > {"standard": 2000, "fast": 500}[a.tier]]
-    warned = [w for w in plan.warnings if "TTFT above" in w]
-    assert late and len(warned) == len({a.tier for a in late})
-    assert f"{len(late)} standard assignment(s) report p99 TTFT above the 2000 ms SLO" in warned[0]
+    assert all(meets_ttft_slo(a) for a in plan.assignments)
+    assert not [w for w in plan.warnings if "TTFT above" in w]
+    products = report_frames(plan)["products"]
+    fine = {r["tier"]: r["slo_attainment"] for r in products.iter_rows(named=True)}
+    flows = {k: [f for f in plan.flows if f.tier == k] for k in fine}
+    for tier, value in fine.items():
+        served = sum(f.served_tokens_per_s for f in flows[tier])
+        assert value == pytest.approx(served / sum(f.demand_tokens_per_s for f in flows[tier]))
+    late = max(
+        (a for a in plan.assignments if a.tier == "standard"), key=lambda a: a.served_tokens_per_s
+    )
+    moved = msgspec.structs.replace(late, ttft_ms=2500.0)
+    assert not meets_ttft_slo(moved)
+    assert not meets_ttft_slo(msgspec.structs.replace(late, ttft_ms=-1.0))
+    warned = _late(built, (moved,))
+    assert (
+        len(warned) == 1
+        and "1 standard assignment(s) report p99 TTFT above the 2000 ms" in (warned[0])
+    )
+    worse = msgspec.structs.replace(
+        plan, assignments=tuple(moved if a is late else a for a in plan.assignments)
+    )
+    rows = report_frames(worse)["products"].iter_rows(named=True)
+    after = {r["tier"]: r["slo_attainment"] for r in rows}
+    demand = sum(f.demand_tokens_per_s for f in flows["standard"])
+    assert after["standard"] == pytest.approx(
+        fine["standard"] - late.served_tokens_per_s / demand, rel=1e-9
+    )
+    assert after["fast"] == pytest.approx(fine["fast"])
     tiny = plan_scenario(load_scenario(SCENARIOS / "tiny.toml"), catalog, arrays=arrays)
     assert not [w for w in tiny.warnings if "TTFT above" in w]
-    assert all(a.ttft_ms <= {"standard": 2000, "fast": 500}[a.tier] for a in tiny.assignments)
+    assert all(meets_ttft_slo(a) for a in tiny.assignments)
 
 
 def test_the_solver_reaches_the_brute_force_optimum(micro, catalog, arrays) -> None:
