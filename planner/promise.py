@@ -73,10 +73,10 @@ def queue_wait_s(
     erlangs = rate * det.request_s[c_idx]
     groups, which = np.unique(queue_of(built, c_idx, p_idx), return_inverse=True)
     n = groups.shape[0]
-    # Float weights: a bincount of no members would otherwise come back as int64.
-    pooled_slots = np.bincount(which, slots.astype(np.float64), n)
-    pooled_erlangs = np.bincount(which, erlangs.astype(np.float64), n)
-    pooled_rate = np.bincount(which, rate.astype(np.float64), n)
+    # As floats: a bincount of no members comes back as int64 whatever its weights.
+    pooled_slots = np.bincount(which, slots, n).astype(np.float64)
+    pooled_erlangs = np.bincount(which, erlangs, n).astype(np.float64)
+    pooled_rate = np.bincount(which, rate, n).astype(np.float64)
     holding_s = np.divide(
         pooled_erlangs, pooled_rate, out=np.ones_like(pooled_erlangs), where=pooled_rate > 0
     )
