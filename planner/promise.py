@@ -78,7 +78,7 @@ def queue_wait_s(
     pooled_erlangs = np.bincount(which, erlangs, n).astype(np.float64)
     pooled_rate = np.bincount(which, rate, n).astype(np.float64)
     holding_s = np.divide(
-        pooled_erlangs, pooled_rate, out=np.ones_like(pooled_erlangs), where=pooled_rate > 0
+        pooled_erlangs, pooled_rate, out=np.ones(n, dtype=np.float64), where=pooled_rate > 0
     )
     q = np.zeros(n)
     q[which] = det.ttft_quantile[c_idx]  # one tier per queue, one quantile per tier
