@@ -193,14 +193,21 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     kv_read_per_stream = kv_per_layer_token * ctx_decode
 
     def stage(decode_tokens: FloatArray, prefill_tokens: FloatArray, streams: FloatArray):
-        """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks)."""
+        """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks).
+
+        The streams are spread over the dp attention ranks, at least one per busy rank: fewer
+        streams than ranks leave ranks idle, and a lone prefill runs on one rank.
+        """
         tokens = decode_tokens + prefill_tokens
+        ranks = np.minimum(dp, np.maximum(streams, 1.0))
         touched = -np.expm1(tokens * touched_log)
         weight_read = wbytes * tfrac * (replicated / tp + experts * touched / n) + head_bytes / pp
-        memory_s = (weight_read + kv_read_per_stream * streams / dp) / bw
-        linear = 2.0 * tfrac * (tokens / dp * replicated / tp + tokens * active_experts / n)
-        linear = linear + decode_tokens / dp * head_flops_per_token / pp
-        attention = attn_per_ctx / dp * (decode_tokens * ctx_decode + prefill_tokens * ctx_prefill)
+        memory_s = (weight_read + kv_read_per_stream * streams / ranks) / bw
+        linear = 2.0 * tfrac * (tokens / ranks * replicated / tp + tokens * active_experts / n)
+        linear = linear + decode_tokens / ranks * head_flops_per_token / pp
+        attention = (
+            attn_per_ctx / ranks * (decode_tokens * ctx_decode + prefill_tokens * ctx_prefill)
+        )
         compute_s = linear / flops + attention / attn_flops_rate
         comm_s = stage_comm_s(
             tokens=tokens,

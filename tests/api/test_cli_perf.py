@@ -91,8 +91,18 @@ def test_estimate_json(capsys: pytest.CaptureFixture[str]) -> None:
         ),
         (
             # 12 GPUs per stage on 8-GPU nodes: more than one domain, not a whole number of them
-            ["--model", "llama-3.1-70b", "--accelerator", "h100-sxm", "--tp", "4", "--dp", "3"]
-            + ["--batch", "1"],
+            [
+                "--model",
+                "llama-3.1-70b",
+                "--accelerator",
+                "h100-sxm",
+                "--tp",
+                "4",
+                "--dp",
+                "3",
+                "--batch",
+                "1",
+            ],
             "exceeds the scale-up domain",
         ),
         (["--model", "llama-3.1-70b", "--accelerator", "h100-sxm", "--batch", "1"], "does not fit"),
