@@ -245,6 +245,12 @@ class Model(Frozen, kw_only=True):
     """Layers whose KV cache holds only the last ``sliding_window`` tokens."""
     native_precision: Precision = "bf16"
     """Precision of the released weights."""
+    mtp_layers: NonNegativeInt = 0
+    """Multi-token-prediction modules shipped with the checkpoint (HF ``num_nextn_predict_layers``,
+    MiniMax ``num_mtp_modules``): the model's own draft for speculative decoding."""
+    mtp_acceptance: Annotated[float, Meta(ge=0, lt=1)] | None = None
+    """Published per-token acceptance of that MTP draft; the planner's grid offers MTP
+    speculative decoding (draft length ``mtp_layers``) only where it is set."""
     published_total_params_b: PositiveFloat
     published_active_params_b: PositiveFloat
     published_active_embeddings: EmbeddingsCounted = "input_and_output"
@@ -269,6 +275,7 @@ ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
         "moe",
         "sliding_window",
         "sliding_window_layers",
+        "mtp_layers",
     }
 )
 """Model fields read from the model's config.json, cited together as ``sources.architecture``."""

@@ -37,6 +37,9 @@ tp x dp devices of a stage):
 - pp, SRAM parts: enough chips that the weights and a little KV fit in their aggregate SRAM
   (``sram_pp_factors`` x the minimum), for each precision the part runs, at most one stage per
   layer.
+Speculative options: the caller's, plus for a model shipping MTP modules with a published
+acceptance (``Model.mtp_layers``, ``Model.mtp_acceptance``: DeepSeek-V3/R1) its own MTP draft,
+k = mtp_layers at that acceptance (``model_spec``), in ``evaluate_grid``.
 Minimum stage counts are taken over the precisions the part can run (``Accelerator.runs``):
 others produce no configuration, so their smaller weights must not size the pipeline.
 """
@@ -234,6 +237,19 @@ def grid_configs(
     )
 
 
+def model_spec(
+    catalog: Catalog, model_id: str, spec: Sequence[tuple[int, float]]
+) -> tuple[tuple[int, float], ...]:
+    """``spec`` plus the model's own MTP draft (k = its MTP modules, published acceptance)."""
+    model = catalog.model(model_id)
+    out = tuple(spec)
+    if model.mtp_layers > 0 and model.mtp_acceptance is not None:
+        mtp = (model.mtp_layers, model.mtp_acceptance)
+        if mtp not in out:
+            out = (*out, mtp)
+    return out
+
+
 def evaluate_grid(
     catalog: Catalog,
     arrays: CatalogArrays,
@@ -248,7 +264,8 @@ def evaluate_grid(
     kv_precision: str | None = None,
     prefix_cached_tokens: int = 0,
 ) -> tuple[Configs, Estimate]:
-    """``grid_configs`` evaluated; rows with an invalid layout or precision are dropped."""
+    """``grid_configs`` (with the model's MTP draft added to ``spec``) evaluated; rows with an
+    invalid layout or precision are dropped."""
     configs = grid_configs(
         catalog,
         model_id,
@@ -257,7 +274,7 @@ def evaluate_grid(
         precisions=precisions,
         isl=isl,
         osl=osl,
-        spec=spec,
+        spec=model_spec(catalog, model_id, spec),
         kv_precision=kv_precision,
         prefix_cached_tokens=prefix_cached_tokens,
     )

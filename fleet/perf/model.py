@@ -193,9 +193,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     bw = A.memory_bandwidth_bytes_per_s[a] * A.bandwidth_fraction[a]
     compute_col = np.where(A.native[a, wp], wp, _BF16)
     flops = A.peak_flops[a, compute_col] * A.flops_fraction_by_precision[a, compute_col]
-    flops_r = np.where(
-        rp == wp, flops, A.peak_flops[a, rp] * A.flops_fraction_by_precision[a, rp]
-    )
+    flops_r = np.where(rp == wp, flops, A.peak_flops[a, rp] * A.flops_fraction_by_precision[a, rp])
     attn_flops_rate = A.peak_flops[a, _BF16] * A.flops_fraction[a]
     link = A.scale_up_bytes_per_s[a] * A.link_fraction[a]
     hop = A.scale_up_latency_s[a]
@@ -221,30 +219,45 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     expert_read = tfrac * wbytes * experts / n
 
     # Compute seconds per token of a stage step: linear layers (non-expert at their precision's
-    # rate, experts at the weight precision's), plus per decode token the LM head and attention
-    # over the decode context, per prefill token attention over the prefill context (at BF16).
-    linear_per_token_s = (
-        2.0 * tfrac * (replicated / (tp * dp) / flops_r + active_experts / n / flops)
+    # rate, split over the busy attention ranks; experts at the weight precision's, over all n
+    # devices), plus per decode token the LM head and attention over the decode context, per
+    # prefill token attention over the prefill context (at BF16), both on the busy ranks.
+    replicated_per_token_s = 2.0 * tfrac * replicated / (tp * flops_r)
+    expert_per_token_s = 2.0 * tfrac * active_experts / (n * flops)
+    decode_per_token_s = head_flops_per_token / (pp * flops_r) + attn_per_ctx * ctx_decode / (
+        attn_flops_rate
     )
-    decode_per_token_s = head_flops_per_token / (dp * pp * flops_r) + attn_per_ctx * ctx_decode / (
-        dp * attn_flops_rate
-    )
-    prefill_per_token_s = attn_prefill_per_ctx * ctx_prefill / (dp * attn_flops_rate)
+    prefill_per_token_s = attn_prefill_per_ctx * ctx_prefill / attn_flops_rate
 
-    def memory(tokens: FloatArray, streams: FloatArray) -> FloatArray:
+    def busy_ranks(streams: FloatArray) -> FloatArray:
+        """Attention ranks a step's streams occupy: at most dp, at least one."""
+        return np.minimum(dp, np.maximum(streams, 1.0))
+
+    def compute(
+        decode_tokens: FloatArray, prefill_tokens: FloatArray, ranks: FloatArray
+    ) -> FloatArray:
+        """Compute seconds of one stage step whose tokens spread over ``ranks`` attention ranks."""
+        tokens = decode_tokens + prefill_tokens
+        return (
+            tokens * (replicated_per_token_s / ranks + expert_per_token_s)
+            + (decode_tokens * decode_per_token_s + prefill_tokens * prefill_per_token_s) / ranks
+        )
+
+    def memory(tokens: FloatArray, streams: FloatArray, ranks: FloatArray) -> FloatArray:
         """Memory seconds of one stage step: weights (experts as touched) and KV."""
         touched = -np.expm1(tokens * touched_log)
-        return (fixed_read + expert_read * touched + kv_read_per_stream * streams / dp) / bw
+        return (fixed_read + expert_read * touched + kv_read_per_stream * streams / ranks) / bw
 
     def stage(decode_tokens: FloatArray, prefill_tokens: FloatArray, streams: FloatArray):
-        """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks)."""
+        """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks).
+
+        The streams are spread over the dp attention ranks, at least one per busy rank: fewer
+        streams than ranks leave ranks idle, and a lone prefill runs on one rank.
+        """
         tokens = decode_tokens + prefill_tokens
-        memory_s = memory(tokens, streams)
-        compute_s = (
-            tokens * linear_per_token_s
-            + decode_tokens * decode_per_token_s
-            + prefill_tokens * prefill_per_token_s
-        )
+        ranks = busy_ranks(streams)
+        memory_s = memory(tokens, streams, ranks)
+        compute_s = compute(decode_tokens, prefill_tokens, ranks)
         comm_s = stage_comm_s(
             tokens=tokens,
             tp=tp,
@@ -315,8 +328,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     rank_tokens = np.ceil(batch / dp) * fresh
     burst_chunk = np.minimum(rank_tokens, PREFILL_CHUNK_TOKENS)
     extra = burst_chunk * dp - first
-    comp_b = comp_p * (burst_chunk * dp / first)
-    mem_b = memory(burst_chunk * dp, one)
+    comp_b = compute(zero, burst_chunk * dp, dp)
+    mem_b = memory(burst_chunk * dp, one, dp)
     comm_b = comm_p + (comm_a - comm_d) / chunk * extra
     hops_b = hops_p + (hops_a - hops_d) / chunk * extra
     burst_passes = 0.5 * (rank_tokens + fresh) / burst_chunk

@@ -69,3 +69,38 @@ def test_wide_expert_parallel_layouts_span_nodes_and_evaluate(catalog, arrays) -
     spans = configs.dp * configs.tp > 8
     assert spans.any() and est.fits[spans].all()
     assert (est.systems_per_replica[spans] >= 2).all()
+
+
+def test_the_grid_offers_mtp_for_models_that_ship_it(catalog, arrays) -> None:
+    """DeepSeek-R1 ships one MTP module (num_nextn_predict_layers = 1) with a published ~85-90%
+    acceptance: the grid adds k = 1 at 0.85 to the scenario's options, and at batch 1 it serves
+    each user faster than without a draft; Llama (no MTP) gets only the options asked for."""
+    configs, est = evaluate_grid(
+        catalog,
+        arrays,
+        "deepseek-r1",
+        "hgx-h200-8",
+        batches=(1,),
+        precisions=("fp8",),
+        isl=1024,
+        osl=1024,
+    )
+    mtp = (configs.spec_draft_tokens == 1) & np.isclose(configs.spec_acceptance, 0.85)
+    plain = configs.spec_draft_tokens == 0
+    assert mtp.any() and plain.any() and (mtp | plain).all()
+    ok = est.fits
+    assert (
+        est.tokens_per_s_per_user[mtp & ok].max()
+        > 1.3 * est.tokens_per_s_per_user[plain & ok].max()
+    )
+    llama, _ = evaluate_grid(
+        catalog,
+        arrays,
+        "llama-3.1-70b",
+        "hgx-h200-8",
+        batches=(1,),
+        precisions=("fp8",),
+        isl=1024,
+        osl=1024,
+    )
+    assert (llama.spec_draft_tokens == 0).all()

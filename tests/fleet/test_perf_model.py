@@ -281,6 +281,28 @@ def test_expert_parallel_and_dp_attention(catalog: Catalog, arrays: CatalogArray
     assert est.kv_bytes_per_device[1] < est.kv_bytes_per_device[0]
 
 
+def test_dp_attention_ranks_idle_without_streams(catalog: Catalog, arrays: CatalogArrays) -> None:
+    """A request's attention runs on the one dp rank that holds its KV: a lone 8k prefill on
+    tp 1 x dp 8 computes its attention and projections on one GPU (tp 8 x dp 1 splits them over
+    8), and at batch 1 the other 7 ranks idle instead of sharing the stream's work."""
+    configs = make_configs(
+        catalog,
+        model="deepseek-r1",
+        accelerator="h200-sxm",
+        tp=[8, 1],
+        dp=[1, 8],
+        ep=8,
+        batch=1,
+        isl=8192,
+        osl=1024,
+    )
+    est = estimate(arrays, configs)
+    # 2.4x measured with MLA prefill at its uncompressed cost (3.4x fewer attention FLOPs than
+    # the decode form, which gave > 3x): the one-rank share is the non-expert work.
+    assert est.prefill_s[1] > 2.0 * est.prefill_s[0]
+    assert est.step_compute_s[1] > est.step_compute_s[0]
+
+
 def test_prefill_interference_in_aggregated_serving(
     catalog: Catalog, arrays: CatalogArrays
 ) -> None:
