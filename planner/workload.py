@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
-from fleet.perf.grid import grid_size, search_options
+from fleet.perf.grid import grid_size, model_spec, search_options
 from planner.build import GridKey, token_profile
 from planner.scenario import Scenario
 from planner.scenario_check import family_variants
@@ -61,7 +61,7 @@ def workload(s: Scenario, catalog: Catalog) -> Workload:
                             system,
                             batches=search.batch_caps,
                             precisions=search.precisions,
-                            spec=spec,
+                            spec=model_spec(catalog, model, spec),
                         )
                     keys.add((model, system, isl, cached, osl))
                     checks += n_pools * size[(model, system)]

@@ -11,7 +11,7 @@ import pytest
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.grid import grid_configs, grid_size
+from fleet.perf.grid import grid_configs, grid_size, model_spec
 from planner.build import build_inventory, screen
 from planner.scenario_check import decode_scenario, load_scenario
 from planner.workload import check_workload, workload
@@ -40,7 +40,7 @@ def test_workload_counts_the_grids_screen_evaluates(
                 precisions=search.precisions,
                 isl=isl,
                 osl=osl,
-                spec=spec,
+                spec=model_spec(catalog, model, spec),  # as evaluate_grid builds it
             )
         )
         for model, system, isl, _, osl in work.keys
