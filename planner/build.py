@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
@@ -142,6 +143,33 @@ def token_profile(d: FamilyDemand) -> tuple[int, int]:
 
 
 @dataclass(frozen=True, slots=True)
+class Offer:
+    """A (family, tier, serving model) the scenario sells, with its family's token profile."""
+
+    family: int
+    tier: int
+    model: str
+    isl: int
+    cached: int
+    osl: int
+
+
+def offers(s: Scenario) -> Iterator[Offer]:
+    """Every (family, tier, model) ``screen`` evaluates: the tiers a family's demand sells, each
+    with the models admitted for it (``family_variants``)."""
+    demand_of = {d.family: d for d in s.demand}
+    for f, fam in enumerate(s.families):
+        d = demand_of[fam.id]
+        isl, cached = token_profile(d)
+        osl = max(1, round(d.mean_output_tokens))
+        for k, tier in enumerate(s.tiers):
+            if tier.id not in d.choice.reference_shares:
+                continue
+            for model in family_variants(s, f, k):
+                yield Offer(f, k, model, isl, cached, osl)
+
+
+@dataclass(frozen=True, slots=True)
 class _Group:
     family: int
     tier: int
@@ -167,7 +195,6 @@ class Screen:
 def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntArray) -> Screen:
     """Evaluate the search grid per (variant, pool system, token profile) once and filter it by
     each tier's SLOs and each pool's size (``pool_max``: most systems of each pool in a period)."""
-    demand_of = {d.family: d for d in s.demand}
     search = s.options.search
     estimates: dict[GridKey, tuple[Configs, Estimate]] = {}
     groups: list[_Group] = []
@@ -177,42 +204,39 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
         for f, fam in enumerate(s.families)
         for v in fam.variants
     }
-    for f, fam in enumerate(s.families):
-        d = demand_of[fam.id]
-        isl, cached = token_profile(d)
-        osl = max(1, round(d.mean_output_tokens))
-        for k, tier in enumerate(s.tiers):
-            if tier.id not in d.choice.reference_shares:
-                continue
-            for model in family_variants(s, f, k):
-                slo = Slo(
-                    min_tokens_per_s_per_user=offer_speed(s, k, promise.get((f, model))),
-                    max_ttft_s=None if tier.max_ttft_ms is None else tier.max_ttft_ms / 1e3,
-                    ttft_quantile=tier.ttft_percentile / 100.0,
+    spec = tuple((o.draft_tokens, o.acceptance) for o in search.speculative)
+    for offer in offers(s):
+        f, k, model = offer.family, offer.tier, offer.model
+        isl, cached, osl = offer.isl, offer.cached, offer.osl
+        tier = s.tiers[k]
+        slo = Slo(
+            min_tokens_per_s_per_user=offer_speed(s, k, promise.get((f, model))),
+            max_ttft_s=None if tier.max_ttft_ms is None else tier.max_ttft_ms / 1e3,
+            ttft_quantile=tier.ttft_percentile / 100.0,
+        )
+        trace = traces.setdefault((f, k, model), GroupTrace())
+        for p, pool in enumerate(s.fleet.pools):
+            key = (model, pool.system, isl, cached, osl)
+            if key not in estimates:
+                estimates[key] = evaluate_grid(
+                    catalog,
+                    arrays,
+                    model,
+                    pool.system,
+                    batches=search.batch_caps,
+                    precisions=search.precisions,
+                    isl=isl,
+                    osl=osl,
+                    prefix_cached_tokens=cached,
+                    spec=spec,
                 )
-                trace = traces.setdefault((f, k, model), GroupTrace())
-                for p, pool in enumerate(s.fleet.pools):
-                    key = (model, pool.system, isl, cached, osl)
-                    if key not in estimates:
-                        estimates[key] = evaluate_grid(
-                            catalog,
-                            arrays,
-                            model,
-                            pool.system,
-                            batches=search.batch_caps,
-                            precisions=search.precisions,
-                            isl=isl,
-                            osl=osl,
-                            prefix_cached_tokens=cached,
-                            spec=tuple((o.draft_tokens, o.acceptance) for o in search.speculative),
-                        )
-                    configs, est = estimates[key]
-                    mask = eligible(est, slo)
-                    mask &= est.systems_per_replica <= pool_max[p]
-                    trace.observe(pool.id, int(pool_max[p]), configs, est, slo)
-                    rows = np.flatnonzero(mask)
-                    if rows.size:
-                        groups.append(_Group(f, k, model, p, key, rows, slo))
+            configs, est = estimates[key]
+            mask = eligible(est, slo)
+            mask &= est.systems_per_replica <= pool_max[p]
+            trace.observe(pool.id, int(pool_max[p]), configs, est, slo)
+            rows = np.flatnonzero(mask)
+            if rows.size:
+                groups.append(_Group(f, k, model, p, key, rows, slo))
     servable = {(g.family, g.tier, g.model) for g in groups}
     unservable = frozenset(key for key in traces if key not in servable)
     reasons: list[Reason] = []
@@ -347,9 +371,7 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
                 "spu": cols.systems_per_unit[kept.rows],
                 "capacity": kept.tokens_per_s_per_replica,
                 "cap": kept.utilization_cap,
-                "ttft_slo": np.full(
-                    n, np.nan if g.slo.max_ttft_s is None else g.slo.max_ttft_s
-                ),
+                "ttft_slo": np.full(n, np.nan if g.slo.max_ttft_s is None else g.slo.max_ttft_s),
                 "quantile": np.full(n, g.slo.ttft_quantile),
                 "osl": np.full(n, osl),
             }

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.grid import grid_size, model_spec, search_options
-from planner.build import GridKey, token_profile
+from planner.build import GridKey, offers
 from planner.scenario import Scenario
-from planner.scenario_check import family_variants
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,31 +39,24 @@ def workload(s: Scenario, catalog: Catalog) -> Workload:
     """The grids and checks ``planner.build.screen`` would do for ``s`` (catalog ids checked)."""
     search = s.options.search
     spec = tuple((o.draft_tokens, o.acceptance) for o in search.speculative)
-    demand_of = {d.family: d for d in s.demand}
     pools_of_system = Counter(pool.system for pool in s.fleet.pools)
     size: dict[tuple[str, str], int] = {}  # layouts do not depend on the token profile
     keys: set[GridKey] = set()
     checks = 0
-    for f, fam in enumerate(s.families):
-        d = demand_of[fam.id]
-        isl, cached = token_profile(d)
-        osl = max(1, round(d.mean_output_tokens))
-        for k, tier in enumerate(s.tiers):
-            if tier.id not in d.choice.reference_shares:
-                continue
-            for model in family_variants(s, f, k):
-                for system, n_pools in pools_of_system.items():
-                    if (model, system) not in size:
-                        size[(model, system)] = grid_size(
-                            catalog,
-                            model,
-                            system,
-                            batches=search.batch_caps,
-                            precisions=search.precisions,
-                            spec=model_spec(catalog, model, spec),
-                        )
-                    keys.add((model, system, isl, cached, osl))
-                    checks += n_pools * size[(model, system)]
+    for offer in offers(s):
+        model = offer.model
+        for system, n_pools in pools_of_system.items():
+            if (model, system) not in size:
+                size[(model, system)] = grid_size(
+                    catalog,
+                    model,
+                    system,
+                    batches=search.batch_caps,
+                    precisions=search.precisions,
+                    spec=model_spec(catalog, model, spec),
+                )
+            keys.add((model, system, offer.isl, offer.cached, offer.osl))
+            checks += n_pools * size[(model, system)]
     configurations = sum(size[(key[0], key[1])] for key in keys)
     return Workload(frozenset(keys), configurations, checks)
 

@@ -29,20 +29,15 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from fleet.catalog import Catalog, load_catalog
+from fleet.catalog.schema import EFFICIENCY_FIGURES
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
 from fleet.perf.types import FloatArray, Problem
 
 HOPPER = ("h100-sxm", "h200-sxm")
-FACTOR_NAMES = (
-    "bandwidth_fraction",
-    "flops_fraction",
-    "step_overhead_us",
-    "link_bandwidth_fraction",
-    "layer_overhead_us",
-    "collective_overhead_us",
-)
+FACTOR_NAMES = EFFICIENCY_FIGURES
+"""The fitted factors, in the order of ``_START`` and of ``with_factors``'s vector."""
 _START = (0.7, 0.5, 200.0, 0.5, 10.0, 5.0)
 _LOWER = (0.05, 0.05, 0.0, 0.05, 0.0, 0.0)
 _UPPER = (1.0, 1.0, 5000.0, 1.0, 500.0, 100.0)
