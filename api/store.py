@@ -210,17 +210,11 @@ class Store:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            (waiting,) = conn.execute(
-                "SELECT count(*) FROM plans WHERE status = ?", (PlanStatus.QUEUED,)
-            ).fetchone()
-            if waiting >= queue_max:
+            if not _insert_queued(
+                conn, plan_id, name, request, time_limit_s, queue_max, self.clock()
+            ):
                 conn.execute("ROLLBACK")
                 return False
-            conn.execute(
-                "INSERT INTO plans (id, name, status, created_at, time_limit_s, request) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (plan_id, name, PlanStatus.QUEUED, self.clock(), time_limit_s, request),
-            )
             conn.execute("COMMIT")
             return True
         except BaseException:
@@ -338,18 +332,10 @@ class Store:
             if row is not None:
                 conn.execute("ROLLBACK")
                 return KeyedPlan(plan_id=row[0], fingerprint=row[1])
-            (waiting,) = conn.execute(
-                "SELECT count(*) FROM plans WHERE status = ?", (PlanStatus.QUEUED,)
-            ).fetchone()
-            if waiting >= queue_max:
+            now = self.clock()
+            if not _insert_queued(conn, plan_id, name, request, time_limit_s, queue_max, now):
                 conn.execute("ROLLBACK")
                 return False
-            now = self.clock()
-            conn.execute(
-                "INSERT INTO plans (id, name, status, created_at, time_limit_s, request) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (plan_id, name, PlanStatus.QUEUED, now, time_limit_s, request),
-            )
             conn.execute(
                 "INSERT INTO idempotency_keys (key, fingerprint, plan_id, created_at) "
                 "VALUES (?, ?, ?, ?)",
@@ -358,7 +344,7 @@ class Store:
             conn.execute("COMMIT")
             return True
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
 
     # -- job runners ------------------------------------------------------------------------
@@ -494,6 +480,29 @@ class Store:
         except BaseException:
             _rollback(conn)
             raise
+
+
+def _insert_queued(
+    conn: sqlite3.Connection,
+    plan_id: str,
+    name: str,
+    request: bytes,
+    time_limit_s: float,
+    queue_max: int,
+    now: float,
+) -> bool:
+    """Inside an open transaction: insert a queued plan unless ``queue_max`` already wait."""
+    (waiting,) = conn.execute(
+        "SELECT count(*) FROM plans WHERE status = ?", (PlanStatus.QUEUED,)
+    ).fetchone()
+    if waiting >= queue_max:
+        return False
+    conn.execute(
+        "INSERT INTO plans (id, name, status, created_at, time_limit_s, request) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (plan_id, name, PlanStatus.QUEUED, now, time_limit_s, request),
+    )
+    return True
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
