@@ -93,21 +93,38 @@ def utilization_heatmap(
     extent = (0, periods * period_hours, len(pools), 0)
     ax.add_patch(
         plt.Rectangle(
-            (0, 0), periods * period_hours, len(pools), facecolor="#DDDDDD", hatch="///",
-            edgecolor="#AAAAAA", linewidth=0, zorder=0,
+            (0, 0),
+            periods * period_hours,
+            len(pools),
+            facecolor="#DDDDDD",
+            hatch="///",
+            edgecolor="#AAAAAA",
+            linewidth=0,
+            zorder=0,
         )
     )
     cmap = plt.get_cmap("YlGnBu")
     image = ax.imshow(
-        np.ma.masked_invalid(grid), aspect="auto", cmap=cmap, vmin=0, vmax=1,
-        interpolation="nearest", extent=extent, zorder=1,
+        np.ma.masked_invalid(grid),
+        aspect="auto",
+        cmap=cmap,
+        vmin=0,
+        vmax=1,
+        interpolation="nearest",
+        extent=extent,
+        zorder=1,
     )
-    ax.set_yticks(np.arange(len(pools)) + 0.5, [f"{p}  ({m:.0%})" for p, m in zip(
-        pools, mean, strict=True)])
+    ax.set_yticks(
+        np.arange(len(pools)) + 0.5, [f"{p}  ({m:.0%})" for p, m in zip(pools, mean, strict=True)]
+    )
     _day_ticks(ax, period_start, period_hours)
     ax.set_xlabel("hour of the horizon (ticks at midnight)")
-    ax.set_title(f"{scenario}: share of available systems in use, by pool and hour "
-                 "(mean in brackets; hatched = none available)", loc="left", fontsize=11)
+    ax.set_title(
+        f"{scenario}: share of available systems in use, by pool and hour "
+        "(mean in brackets; hatched = none available)",
+        loc="left",
+        fontsize=11,
+    )
     bar = fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
     bar.set_label("systems used / available")
     bar.ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
@@ -117,9 +134,7 @@ def utilization_heatmap(
     return path
 
 
-def tiers_over_time(
-    demand: pl.DataFrame, tiers: list[str], scenario: str, path: Path
-) -> Path:
+def tiers_over_time(demand: pl.DataFrame, tiers: list[str], scenario: str, path: Path) -> Path:
     """``demand``: the report's ``demand`` frame (per period, family, tier)."""
     by = (
         demand.group_by("period", "tier")
@@ -132,8 +147,17 @@ def tiers_over_time(
         .sort("period")
     )
     periods = int(demand.get_column("period").max()) + 1
-    hours = float((demand.get_column("period_start").max() - demand.get_column(
-        "period_start").min()).total_seconds() / 3600 / max(periods - 1, 1)) if periods > 1 else 1.0
+    hours = (
+        float(
+            (
+                demand.get_column("period_start").max() - demand.get_column("period_start").min()
+            ).total_seconds()
+            / 3600
+            / max(periods - 1, 1)
+        )
+        if periods > 1
+        else 1.0
+    )
     x = np.arange(periods + 1) * hours  # period edges: the last period drawn to its end
     colors = tier_colors(tiers)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(13, 6.5), sharex=True, layout="constrained")
@@ -160,15 +184,28 @@ def tiers_over_time(
     top.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:,.0f}"))
     top.legend(loc="upper left", ncols=len(tiers), frameon=False, title="tier (total revenue)")
     top.set_title(f"{scenario}: revenue and served output tokens by tier", loc="left", fontsize=11)
-    bottom.stackplot(x, served, colors=[colors[t] for t in tiers], alpha=0.85, step="post",
-                     labels=[f"served: {t}" for t in tiers])
-    bottom.step(x, np.sum(wanted, axis=0), where="post", color="black", linewidth=1.0,
-                label="demand arriving at chosen prices (batch may be served later in its window)")
+    bottom.stackplot(
+        x,
+        served,
+        colors=[colors[t] for t in tiers],
+        alpha=0.85,
+        step="post",
+        labels=[f"served: {t}" for t in tiers],
+    )
+    bottom.step(
+        x,
+        np.sum(wanted, axis=0),
+        where="post",
+        color="black",
+        linewidth=1.0,
+        label="demand arriving at chosen prices (batch may be served later in its window)",
+    )
     bottom.set_ylim(0, 1.25 * float(np.max(np.sum(wanted, axis=0), initial=0.0)) or 1.0)
     bottom.set_ylabel(f"output tokens/s{', ' + unit if unit else ''}")
     bottom.legend(loc="upper left", frameon=False, ncols=len(tiers) + 1)
-    period_start = demand.sort("period").get_column("period_start").unique(
-        maintain_order=True).to_list()
+    period_start = (
+        demand.sort("period").get_column("period_start").unique(maintain_order=True).to_list()
+    )
     _day_ticks(bottom, period_start, hours)
     bottom.set_xlim(0, periods * hours)
     _style(fig)
@@ -182,31 +219,63 @@ def frontier_chart(curves: list[Curve], tiers: list[str], scenario: str, path: P
     n = len(curves)
     cols = min(n, 2)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.6 * rows), layout="constrained",
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(6.5 * cols, 4.6 * rows), layout="constrained", squeeze=False
+    )
     colors = tier_colors(tiers)
     for ax, curve in zip(axes.flat, curves, strict=False):
-        ax.scatter(curve.grid_user, curve.grid_device, s=6, color="#BBBBBB", linewidths=0,
-                   label="search grid (fits)")
-        ax.plot(curve.frontier_user, curve.frontier_device, color="#333333", linewidth=1.4,
-                label="Pareto frontier")
+        ax.scatter(
+            curve.grid_user,
+            curve.grid_device,
+            s=6,
+            color="#BBBBBB",
+            linewidths=0,
+            label="search grid (fits)",
+        )
+        ax.plot(
+            curve.frontier_user,
+            curve.frontier_device,
+            color="#333333",
+            linewidth=1.4,
+            label="Pareto frontier",
+        )
         labels: dict[tuple[float, float], dict[str, list[str]]] = {}
         for point in curve.points:  # earlier tiers drawn larger: coinciding points stay visible
             rank = tiers.index(point.tier) if point.tier in tiers else 0
             xy = (point.tokens_per_s_per_user, point.tokens_per_s_per_device)
-            ax.scatter(*xy, s=max(150 - 50 * rank, 40), color=colors.get(point.tier, "#000000"),
-                       edgecolor="black", zorder=3 + rank, linewidths=0.6)
+            ax.scatter(
+                *xy,
+                s=max(150 - 50 * rank, 40),
+                color=colors.get(point.tier, "#000000"),
+                edgecolor="black",
+                zorder=3 + rank,
+                linewidths=0.6,
+            )
             labels.setdefault(xy, {}).setdefault(point.label, []).append(point.tier)
         legend_lines = []
         for n_label, (xy, texts) in enumerate(labels.items(), start=1):
-            ax.annotate(str(n_label), xy, textcoords="offset points", xytext=(7, 4), fontsize=8,
-                        fontweight="bold")
+            ax.annotate(
+                str(n_label),
+                xy,
+                textcoords="offset points",
+                xytext=(7, 4),
+                fontsize=8,
+                fontweight="bold",
+            )
             legend_lines.append(
                 f"{n_label}  " + "; ".join(f"{', '.join(t)}: {c}" for c, t in texts.items())
             )
-        ax.text(0.02, 0.02, "\n".join(legend_lines), transform=ax.transAxes, fontsize=7,
-                va="bottom", ha="left", family="monospace",
-                bbox={"facecolor": "white", "edgecolor": "#CCCCCC", "alpha": 0.9})
+        ax.text(
+            0.02,
+            0.02,
+            "\n".join(legend_lines),
+            transform=ax.transAxes,
+            fontsize=7,
+            va="bottom",
+            ha="left",
+            family="monospace",
+            bbox={"facecolor": "white", "edgecolor": "#CCCCCC", "alpha": 0.9},
+        )
         ax.set_xscale("log")
         ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):
@@ -215,35 +284,60 @@ def frontier_chart(curves: list[Curve], tiers: list[str], scenario: str, path: P
             axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("output tokens/s per user")
         ax.set_ylabel("output tokens/s per device")
-        ax.set_title(f"{curve.model} on {curve.system} (isl {curve.isl}, osl {curve.osl})",
-                     fontsize=10, loc="left")
+        ax.set_title(
+            f"{curve.model} on {curve.system} (isl {curve.isl}, osl {curve.osl})",
+            fontsize=10,
+            loc="left",
+        )
         ax.grid(True, which="major", color="#EEEEEE")
         for tier, floor in curve.tier_floors:
             ax.axvline(floor, color=colors.get(tier, "#000000"), linestyle="--", linewidth=0.9)
             ax.annotate(
-                f"{tier} floor {floor:g}", (floor, 0.98), xycoords=("data", "axes fraction"),
+                f"{tier} floor {floor:g}",
+                (floor, 0.98),
+                xycoords=("data", "axes fraction"),
                 va="top",
-                rotation=90, fontsize=7, color=colors.get(tier, "#000000"),
-                xytext=(-9, 0), textcoords="offset points",
+                rotation=90,
+                fontsize=7,
+                color=colors.get(tier, "#000000"),
+                xytext=(-9, 0),
+                textcoords="offset points",
             )
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     shown = [t for t in tiers if any(p.tier == t for c in curves for p in c.points)]
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colors[t], markeredgecolor="k",
-                          label=f"chosen for {t}") for t in shown]
-    handles += [plt.Line2D([], [], color="#333333", label="Pareto frontier"),
-                plt.Line2D([], [], marker="o", linestyle="", color="#BBBBBB",
-                           label="other configurations")]
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 2 * cols),
-               frameon=False)
-    fig.suptitle(f"{scenario}: throughput vs interactivity, with the plan's operating points",
-                 x=0.01, ha="left", fontsize=11)
+    handles = [
+        plt.Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            color=colors[t],
+            markeredgecolor="k",
+            label=f"chosen for {t}",
+        )
+        for t in shown
+    ]
+    handles += [
+        plt.Line2D([], [], color="#333333", label="Pareto frontier"),
+        plt.Line2D([], [], marker="o", linestyle="", color="#BBBBBB", label="other configurations"),
+    ]
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=min(len(handles), 2 * cols),
+        frameon=False,
+    )
+    fig.suptitle(
+        f"{scenario}: throughput vs interactivity, with the plan's operating points",
+        x=0.01,
+        ha="left",
+        fontsize=11,
+    )
     _style(fig)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
-
-
 
 
 def write_charts(
@@ -262,9 +356,9 @@ def write_charts(
     out_dir.mkdir(parents=True, exist_ok=True)
     tiers = list(dict.fromkeys(p.tier for p in plan.prices))
     demand = frames["demand"]
-    period_start = demand.sort("period").get_column("period_start").unique(
-        maintain_order=True
-    ).to_list()
+    period_start = (
+        demand.sort("period").get_column("period_start").unique(maintain_order=True).to_list()
+    )
     usage = pl.DataFrame(
         {
             "pool": [u.pool for u in plan.pool_usage],

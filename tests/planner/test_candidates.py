@@ -208,9 +208,10 @@ def test_two_criteria_frontier_keeps_the_scan_rule(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = 400
     systems = rng.choice([1.0, 2.0, 4.0, 8.0], n)
-    per_system = rng.choice(rng.uniform(10.0, 5e3, 60), n) * rng.uniform(0.5, 1.5, 4)[
-        np.log2(systems).astype(int)
-    ]
+    per_system = (
+        rng.choice(rng.uniform(10.0, 5e3, 60), n)
+        * rng.uniform(0.5, 1.5, 4)[np.log2(systems).astype(int)]
+    )
     keys = np.stack([-systems, systems * per_system], axis=1)
     keys[::9, 1] = keys[0, 1]  # the same tokens/s on different system counts
     total = keys.sum(axis=1)

@@ -34,39 +34,82 @@ def _two_week_plan() -> Plan:
         served, demand = 100.0 + t, 120.0 + t
         assignments.append(
             Assignment(
-                period=t, pool="h100-east", family="fam", tier="standard", variant="m", tp=2,
-                pp=1, dp=1, ep=1, precision="fp8", kv_precision="fp8", batch_cap=64,
-                spec_draft_tokens=0, replicas=4, systems=2, served_tokens_per_s=served,
-                capacity_tokens_per_s=served * 1.2, utilization=0.7,
-                tokens_per_s_per_user=40.0, ttft_ms=800.0, cost_usd=2 * 10.0 * PERIOD_HOURS,
+                period=t,
+                pool="h100-east",
+                family="fam",
+                tier="standard",
+                variant="m",
+                tp=2,
+                pp=1,
+                dp=1,
+                ep=1,
+                precision="fp8",
+                kv_precision="fp8",
+                batch_cap=64,
+                spec_draft_tokens=0,
+                replicas=4,
+                systems=2,
+                served_tokens_per_s=served,
+                capacity_tokens_per_s=served * 1.2,
+                utilization=0.7,
+                tokens_per_s_per_user=40.0,
+                ttft_ms=800.0,
+                cost_usd=2 * 10.0 * PERIOD_HOURS,
             )
         )
         flows.append(
             Flow(
-                family="fam", tier="standard", period=t, demand_tokens_per_s=demand,
-                served_tokens_per_s=served, unserved_tokens_per_s=demand - served,
-                demand_requests_per_s=demand / 400, revenue_usd=served * secs * 1e-6,
+                family="fam",
+                tier="standard",
+                period=t,
+                demand_tokens_per_s=demand,
+                served_tokens_per_s=served,
+                unserved_tokens_per_s=demand - served,
+                demand_requests_per_s=demand / 400,
+                revenue_usd=served * secs * 1e-6,
             )
         )
         usage.append(
             PoolUsage(
-                pool="h100-east", period=t, systems_available=4, systems_used=2,
-                utilization=0.5, cost_usd=2 * 10.0 * PERIOD_HOURS,
+                pool="h100-east",
+                period=t,
+                systems_available=4,
+                systems_used=2,
+                utilization=0.5,
+                cost_usd=2 * 10.0 * PERIOD_HOURS,
             )
         )
     revenue = sum(f.revenue_usd for f in flows)
     cost = sum(u.cost_usd for u in usage)
     return Plan(
-        scenario="two-weeks", status=SolveStatus.OPTIMAL, message="", objective_usd=revenue - cost,
-        revenue_usd=revenue, cost_usd=cost, penalty_usd=0.0, margin_usd=revenue - cost,
-        bound_usd=revenue - cost, gap=0.0, solve_s=0.0, build_s=0.0, period_hours=PERIOD_HOURS,
+        scenario="two-weeks",
+        status=SolveStatus.OPTIMAL,
+        message="",
+        objective_usd=revenue - cost,
+        revenue_usd=revenue,
+        cost_usd=cost,
+        penalty_usd=0.0,
+        margin_usd=revenue - cost,
+        bound_usd=revenue - cost,
+        gap=0.0,
+        solve_s=0.0,
+        build_s=0.0,
+        period_hours=PERIOD_HOURS,
         periods=PERIODS,
         prices=(
-            TierPrice(family="fam", tier="standard", variant="m", multiplier=1.0,
-                      usd_per_m_input_tokens=0.5, usd_per_m_output_tokens=1.0,
-                      reference_multiplier=1.0),
+            TierPrice(
+                family="fam",
+                tier="standard",
+                variant="m",
+                multiplier=1.0,
+                usd_per_m_input_tokens=0.5,
+                usd_per_m_output_tokens=1.0,
+                reference_multiplier=1.0,
+            ),
         ),
-        assignments=tuple(assignments), flows=tuple(flows), pool_usage=tuple(usage),
+        assignments=tuple(assignments),
+        flows=tuple(flows),
+        pool_usage=tuple(usage),
     )
 
 
@@ -137,9 +180,21 @@ def test_rewriting_a_report_leaves_no_stale_weeks(tmp_path: Path) -> None:
 
 def test_infeasible_plan_gives_empty_frames_with_schemas(tmp_path: Path) -> None:
     plan = Plan(
-        scenario="x", status=SolveStatus.INFEASIBLE, message="", objective_usd=0, revenue_usd=0,
-        cost_usd=0, penalty_usd=0, margin_usd=0, bound_usd=0, gap=0, solve_s=0, build_s=0,
-        period_hours=1, periods=24, reasons=("no",),
+        scenario="x",
+        status=SolveStatus.INFEASIBLE,
+        message="",
+        objective_usd=0,
+        revenue_usd=0,
+        cost_usd=0,
+        penalty_usd=0,
+        margin_usd=0,
+        bound_usd=0,
+        gap=0,
+        solve_s=0,
+        build_s=0,
+        period_hours=1,
+        periods=24,
+        reasons=("no",),
     )
     write_report(plan, tmp_path)
     back = read_report(tmp_path)
@@ -175,4 +230,3 @@ def test_solved_scenario_report_matches_its_plan(
     pngs = write_charts(plan, report_frames(plan), tmp_path, curves=curves)
     assert [p.name for p in pngs] == ["utilization.png", "tiers.png", "frontier.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
-
