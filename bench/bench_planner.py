@@ -6,8 +6,10 @@
     /work/venv/bin/python bench/bench_planner.py --scenarios scenarios/*.toml   # real front half
 
 Columns: generation and model build time, solve time, status, proven gap, objective (revenue -
-cost - penalty, USD over the horizon), and the objective of two baselines on the same instance
-(``planner.solve.baselines``): (a) greedy, (b) config search + reference price list;
+cost - penalty, USD over the horizon), and the objective of baselines on the same instance
+(``planner.solve.baselines``): (a) greedy, (b) config search + reference price list; with
+``--scenarios`` also (p) the provider's plan at list prices and (s) the same with a coordinate
+search over price cards (``planner.solve.provider``);
 "up_a/b" is the plan's objective over baseline (a) / (b), "rup_a/b" the same for revenue.
 Instances are ``bench.synthetic`` (invented shapes, not sourced figures). With ``--scenarios``
 the instances are checked-in scenario files built by the front half (``planner.build``: catalog,
@@ -92,15 +94,20 @@ def main() -> None:
 
 
 def run_scenarios(paths: list[Path], verbose: bool) -> None:
+    """Per scenario: the plan against the provider's plan at list prices (p) and with its price
+    cards searched (s); "closed" is the share of the plan's uplift over (p) that price search
+    alone recovers."""
     from fleet.catalog.load import load_catalog
     from planner.build import build
     from planner.run import load_scenario, solve_options
+    from planner.solve.provider import price_search, provider_fill
 
     catalog = load_catalog()
     print(
-        f"{'scenario':24} {'hours':>5} {'pools':>5} {'cands':>5} {'combos':>6} {'build_s':>7} "
-        f"{'solve_s':>7} {'status':9} {'gap':>8} {'objective':>12} {'obj(a)':>12} "
-        f"{'obj(b)':>12} {'revenue':>12} {'rev(b)':>12} {'rev_up_b':>8} {'obj_up_b':>8}"
+        f"{'scenario':24} {'hours':>5} {'cands':>5} {'combos':>6} {'build_s':>7} "
+        f"{'solve_s':>7} {'status':9} {'gap':>8} {'objective':>13} {'obj(a)':>13} "
+        f"{'obj(b)':>13} {'obj(p)':>13} {'obj(s)':>13} {'up_p':>7} {'up_s':>7} {'closed':>6} "
+        f"{'search_s':>8}"
     )
     for path in paths:
         scenario = load_scenario(path)
@@ -114,18 +121,29 @@ def run_scenarios(paths: list[Path], verbose: bool) -> None:
         progress = (lambda p: print(f"    {p.elapsed_s:7.2f}s {p.message}")) if verbose else None
         r = solve(tables, solve_options(scenario), progress)
         ref = tables.demand.reference_combo
-        a = evaluate(tables, ref, greedy(tables))
-        b = evaluate(tables, ref, price_list(tables))
-        rev_up = (r.revenue_usd - b.revenue_usd) / max(abs(b.revenue_usd), 1e-9)
-        obj_up = (r.objective_usd - b.objective_usd) / max(abs(b.objective_usd), 1e-9)
+        a = evaluate(tables, ref, greedy(tables)).objective_usd
+        b = evaluate(tables, ref, price_list(tables)).objective_usd
+        p = evaluate(tables, ref, provider_fill(tables)).objective_usd
+        t1 = time.perf_counter()
+        s = price_search(tables).value.objective_usd
+        search_s = time.perf_counter() - t1
+        gain = r.objective_usd - p
+        closed = (s - p) / gain if gain > 1e-9 * max(1.0, abs(p)) else float("nan")
         print(
-            f"{path.stem:24} {tables.periods:>5} {len(tables.inventory.pool_ids):>5} "
-            f"{tables.candidates.pool.shape[0]:>5} {tables.demand.combo_family.shape[0]:>6} "
-            f"{build_s:>7.2f} {r.solve_s:>7.2f} {r.status.value:9} {r.gap:>8.4%} "
-            f"{r.objective_usd:>12,.0f} {a.objective_usd:>12,.0f} {b.objective_usd:>12,.0f} "
-            f"{r.revenue_usd:>12,.0f} {b.revenue_usd:>12,.0f} {rev_up:>8.1%} {obj_up:>8.1%}",
+            f"{path.stem:24} {tables.periods:>5} {tables.candidates.pool.shape[0]:>5} "
+            f"{tables.demand.combo_family.shape[0]:>6} {build_s:>7.2f} {r.solve_s:>7.2f} "
+            f"{r.status.value:9} {r.gap:>8.4%} {r.objective_usd:>13,.0f} {a:>13,.0f} "
+            f"{b:>13,.0f} {p:>13,.0f} {s:>13,.0f} {_up(r.objective_usd, p):>7} "
+            f"{_up(r.objective_usd, s):>7} {closed:>6.0%} {search_s:>8.2f}",
             flush=True,
         )
+
+
+def _up(plan: float, base: float) -> str:
+    """The plan's uplift over a baseline, as a percentage of the baseline's absolute value."""
+    if abs(base) < 1e-9:
+        return "n/a" if abs(plan) < 1e-9 else "inf"
+    return f"{(plan - base) / abs(base):.1%}"
 
 
 if __name__ == "__main__":
