@@ -18,8 +18,9 @@ plans are rounded within the limit, and a choice the master insists on is solved
 rolling-horizon LP with (6) (``planner.solve.rolling``; day chunks, first on the candidates the LP
 without (6) uses, then on all: plans only), as the LP with (6) within day chunks (HiGHS; a
 relaxation: a value cut), then with integer replicas.
-Every plan reported is complete and feasible: the first one is the greedy baseline (or, with a
-reconfiguration limit, its steady part grown within the limit), found before any LP is solved.
+Every plan reported is complete and feasible: the first ones are the greedy baseline and the
+provider's plan with its price cards searched (``planner.solve.provider``, time-bounded; with a
+reconfiguration limit, their steady parts grown within the limit), found before any LP is solved.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.solution import SolveOptions
-from planner.solve import baselines
+from planner.solve import baselines, provider
 from planner.solve.cuts import benders_cuts
 from planner.solve.grouped import solve_fixed, solve_root
 from planner.solve.incumbent import Incumbent, trivial_bound
@@ -45,6 +46,10 @@ from planner.solve.swap import improve_by_swaps
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+PRICE_SEARCH_SHARE = 0.2
+"""At most this share of the time left goes to the provider's price-card search before the root
+LP: when the limit is shorter than the root LP, its plan is the answer (better than greedy)."""
 
 FIRST_REPAIR_S = 0.5
 """With a limit, the repair of the rounded LP without (6) gets this long: a first plan only; the
@@ -94,15 +99,24 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     inc.offer(ref, np.zeros(st.x_col.shape, dtype=np.int64), None, "empty plan")
     greedy = baselines.greedy(tables)
     inc.offer(ref, greedy, None, "greedy baseline")
+    search = provider.price_search(
+        tables, deadline=time.perf_counter() + PRICE_SEARCH_SHARE * max(left(), 0.0)
+    )
+    inc.offer(ref, provider.provider_fill(tables), None, "provider baseline")
+    inc.offer(search.combo, search.replicas, None, "provider baseline, price cards searched")
     if limit is not None:
-        # The greedy plan may move more systems than (6) allows; its per-candidate minimum over
-        # the horizon moves none, and a bounded repair grows it within the limit.
-        steady = np.repeat(greedy.min(axis=1, keepdims=True), tables.periods, axis=1)
-        steady = repair(tables, ref, steady, reconfiguration_limit=limit, max_rounds=200)
-        inc.offer(ref, steady, None, "steady greedy plan")
+        # A plan may move more systems than (6) allows; its per-candidate minimum over the
+        # horizon moves none, and a bounded repair grows it within the limit.
+        for combo, plan, name in (
+            (ref, greedy, "greedy"),
+            (search.combo, search.replicas, "provider"),
+        ):
+            steady = np.repeat(plan.min(axis=1, keepdims=True), tables.periods, axis=1)
+            steady = repair(tables, combo, steady, reconfiguration_limit=limit, max_rounds=200)
+            inc.offer(combo, steady, None, f"steady {name} plan")
     inc.tighten(trivial_bound(tables), "demand at best prices")
     if inc.proven(options.gap_target):
-        return "gap target met by the greedy plan"
+        return "gap target met by a baseline plan"
 
     # With a reconfiguration limit (6) couples all periods: bounds and cuts then come from the
     # model without (6) (a relaxation, solved per period group); (6) enters through the

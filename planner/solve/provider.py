@@ -13,12 +13,13 @@ Only candidates of each product's chosen serving variant serve it, as in the pla
 
 ``price_search`` is that fill plus a coordinate search over price cards: family by family, every
 combo of the family is tried with the others held, the one with the best value kept, until a full
-pass changes nothing (or ``max_passes``). Each try re-fills the whole fleet, so the value is
-exact under the same ``evaluate`` as the plan's.
+pass changes nothing (or ``max_passes``, or a deadline). Each try re-fills the whole fleet, so
+the value is exact under the same ``evaluate`` as the plan's.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,8 +74,11 @@ class SearchResult:
     tries: int
 
 
-def price_search(tables: PlanningTables, max_passes: int = MAX_PASSES) -> SearchResult:
-    """Coordinate search over price cards with ``provider_fill`` as the fleet plan."""
+def price_search(
+    tables: PlanningTables, max_passes: int = MAX_PASSES, deadline: float | None = None
+) -> SearchResult:
+    """Coordinate search over price cards with ``provider_fill`` as the fleet plan; stops with
+    the best card so far at ``deadline`` (``time.perf_counter()`` seconds), if given."""
     d = tables.demand
     combo = d.reference_combo.copy()
     replicas = provider_fill(tables, combo)
@@ -84,6 +88,8 @@ def price_search(tables: PlanningTables, max_passes: int = MAX_PASSES) -> Search
         improved = False
         for f in range(len(d.family_ids)):
             for m in np.flatnonzero(d.combo_family == f):
+                if deadline is not None and time.perf_counter() >= deadline:
+                    return SearchResult(combo=combo, replicas=replicas, value=best, tries=tries)
                 if m == combo[f]:
                     continue
                 trial = combo.copy()
