@@ -1,7 +1,7 @@
 """Build time of the planning tables at week scale (DESIGN.md section 3: 20+ pools, 10+ serving
 variants, 3 tiers, 168 hours). Prints sizes and seconds; run from the repo root:
 
-    python bench/build_scale.py [--weeks N] [--solve]
+    python bench/build_scale.py [--weeks N] [--solve [--time-limit S]]
 """
 
 from __future__ import annotations
@@ -121,6 +121,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--weeks", type=int, default=1)
     parser.add_argument("--solve", action="store_true")
+    parser.add_argument(
+        "--time-limit", type=float, default=120.0, help="solve time limit, seconds (--solve)"
+    )
     args = parser.parse_args()
     catalog = load_catalog()
     t0 = time.perf_counter()
@@ -149,12 +152,17 @@ def main() -> None:
         from planner.run import solve_options
         from planner.solve import solve
 
-        result = solve(t, solve_options(s, 120.0), None)
+        result = solve(
+            t,
+            solve_options(s, args.time_limit),
+            lambda p: print(f"   {p.elapsed_s:7.2f}s {p.message}", flush=True),
+        )
         plan = assemble_plan(built, result)
         print(
             f"solve: {plan.status.value}, gap {plan.gap:.4%}, {plan.solve_s:.1f}s, "
             f"margin ${plan.margin_usd:,.0f}"
         )
+        print("  ", result.message)
 
 
 if __name__ == "__main__":

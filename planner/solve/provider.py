@@ -11,10 +11,12 @@ cards (by default the list prices, ``Demand.reference_combo``):
   has free systems makes a token for the least, again only with replicas that pay for themselves.
 Only candidates of each product's chosen serving variant serve it, as in the plan.
 
-``price_search`` is that fill plus a coordinate search over price cards: family by family, every
-combo of the family is tried with the others held, the one with the best value kept, until a full
-pass changes nothing (or ``max_passes``, or a deadline). Each try re-fills the whole fleet, so
-the value is exact under the same ``evaluate`` as the plan's.
+``price_search`` is that fill plus a coordinate search over price cards, the way a pricing team
+moves one price at a time: family by family and tier by tier, every card that differs from the
+current one in that tier's offer only (its multiplier or serving variant) is tried with everything
+else held, and the best kept, until a full pass changes nothing (or ``max_passes``, or a
+deadline). Each try re-fills the whole fleet, so the value is exact under the same ``evaluate``
+as the plan's.
 """
 
 from __future__ import annotations
@@ -35,35 +37,57 @@ MAX_PASSES = 3
 """Passes of the coordinate search over price cards (each pass tries every combo once)."""
 
 
-def provider_fill(tables: PlanningTables, combo: IntArray | None = None) -> IntArray:
-    """(cands, periods) replicas: cheapest tokens first, batch in its window's cheapest hours."""
+def provider_fill(
+    tables: PlanningTables, combo: IntArray | None = None, fleet: _Fleet | None = None
+) -> IntArray:
+    """(cands, periods) replicas: cheapest tokens first, batch in its window's cheapest hours.
+    ``fleet`` is ``_fleet(tables)``, passed in when filling the same tables many times."""
     combo = tables.demand.reference_combo if combo is None else combo
+    fleet = _fleet(tables) if fleet is None else fleet
     prods = products(tables, combo)
+    cand = tables.candidates
+    fill = _Fill(
+        prods=prods,
+        rate=cand.tokens_per_s_per_replica,
+        cost=fleet.cost,
+        pool=cand.pool,
+        spr=cand.systems_per_replica,
+        unit_s=fleet.unit_s,
+        usd_per_token=fleet.usd_per_token,
+        left_upper=fleet.upper.copy(),
+        free=tables.inventory.systems_available.astype(np.int64),
+        x=np.zeros(cand.tokens_per_s_per_replica.shape, dtype=np.int64),
+    )
+    order = _by_price(prods)
+    for j in order:
+        if prods.window[j] <= 1:
+            fill.hourly(j)
+    for j in order:
+        if prods.window[j] > 1:
+            fill.windowed(j)
+    return fill.x
+
+
+@dataclass(frozen=True, slots=True)
+class _Fleet:
+    """What every fill of the same tables shares, whatever the price cards."""
+
+    unit_s: float
+    cost: FloatArray
+    """(cands,): running cost of one replica for one period."""
+    usd_per_token: FloatArray
+    """(cands, periods): that cost over the output tokens the replica serves in the period."""
+    upper: IntArray
+
+
+def _fleet(tables: PlanningTables) -> _Fleet:
     cand, inv = tables.candidates, tables.inventory
     unit_s = SECONDS_PER_HOUR * tables.period_hours
     cost = inv.usd_per_system_hour[cand.pool] * cand.systems_per_replica * tables.period_hours
     rate = cand.tokens_per_s_per_replica
     with np.errstate(divide="ignore"):
         usd_per_token = np.where(rate > 0, cost[:, None] / (rate * unit_s), np.inf)
-    fill = _Fill(
-        prods=prods,
-        rate=rate,
-        cost=cost,
-        pool=cand.pool,
-        spr=cand.systems_per_replica,
-        unit_s=unit_s,
-        usd_per_token=usd_per_token,
-        left_upper=replica_upper(tables).copy(),
-        free=inv.systems_available.astype(np.int64).copy(),
-        x=np.zeros(rate.shape, dtype=np.int64),
-    )
-    interactive = [j for j in _by_price(prods) if prods.window[j] <= 1]
-    batch = [j for j in _by_price(prods) if prods.window[j] > 1]
-    for j in interactive:
-        fill.hourly(j)
-    for j in batch:
-        fill.windowed(j)
-    return fill.x
+    return _Fleet(unit_s, cost, usd_per_token, replica_upper(tables))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,29 +105,39 @@ def price_search(
     the best card so far at ``deadline`` (``time.perf_counter()`` seconds), if given."""
     d = tables.demand
     combo = d.reference_combo.copy()
-    replicas = provider_fill(tables, combo)
+    fleet = _fleet(tables)
+    replicas = provider_fill(tables, combo, fleet)
     best = evaluate(tables, combo, replicas)
     tries = 1
     for _ in range(max_passes):
         improved = False
         for f in range(len(d.family_ids)):
-            for m in np.flatnonzero(d.combo_family == f):
-                if deadline is not None and time.perf_counter() >= deadline:
-                    return SearchResult(combo=combo, replicas=replicas, value=best, tries=tries)
-                if m == combo[f]:
-                    continue
-                trial = combo.copy()
-                trial[f] = m
-                x = provider_fill(tables, trial)
-                value = evaluate(tables, trial, x)
-                tries += 1
-                if value.objective_usd > best.objective_usd + 1e-9 * max(
-                    1.0, abs(best.objective_usd)
-                ):
-                    combo, replicas, best, improved = trial, x, value, True
+            for k in range(len(d.tier_ids)):
+                for m in _along_tier(d.combo_offer, d.combo_family, int(combo[f]), k):
+                    if deadline is not None and time.perf_counter() >= deadline:
+                        return SearchResult(combo, replicas, best, tries)
+                    trial = combo.copy()
+                    trial[f] = m
+                    x = provider_fill(tables, trial, fleet)
+                    value = evaluate(tables, trial, x)
+                    tries += 1
+                    if value.objective_usd > best.objective_usd + 1e-9 * max(
+                        1.0, abs(best.objective_usd)
+                    ):
+                        combo, replicas, best, improved = trial, x, value, True
         if not improved:
             break
     return SearchResult(combo=combo, replicas=replicas, value=best, tries=tries)
+
+
+def _along_tier(combo_offer: IntArray, combo_family: IntArray, m: int, k: int) -> IntArray:
+    """The family's other cards that differ from card m in tier k's offer only."""
+    others = np.delete(np.arange(combo_offer.shape[1]), k)
+    same = (combo_family == combo_family[m]) & (
+        combo_offer[:, others] == combo_offer[m, others]
+    ).all(axis=1)
+    same &= combo_offer[:, k] != combo_offer[m, k]
+    return np.flatnonzero(same)
 
 
 def _by_price(prods: Products) -> list[int]:
@@ -152,6 +186,8 @@ class _Fill:
         # Each hour's candidates in increasing cost per token: rank, then walk rank by rank.
         order = cs[np.argsort(self.usd_per_token[cs], axis=0, kind="stable")]
         for r in range(order.shape[0]):
+            if not (left > 0).any():
+                break
             c_t = order[r]
             rate = self.rate[c_t, hours]
             cost = self.cost[c_t]
@@ -188,21 +224,27 @@ class _Fill:
 
     def _cheapest_hours(self, cs: IntArray, hours: IntArray) -> IntArray:
         """The block's hours by the cost per token of their cheapest candidate with room."""
-        room = np.stack([self._room(int(c), hours) for c in cs]) > 0
+        room = self._rooms(cs, hours) > 0
         price = np.where(room, self.usd_per_token[np.ix_(cs, hours)], np.inf).min(axis=0)
         return hours[np.argsort(price, kind="stable")]
 
+    def _rooms(self, cs: IntArray, hours: IntArray) -> IntArray:
+        """(len(cs), len(hours)) replicas each candidate may still add in each hour."""
+        free = self.free[np.ix_(self.pool[cs], hours)] // self.spr[cs][:, None]
+        return np.minimum(self.left_upper[np.ix_(cs, hours)], free)
+
     def _fill_hour(self, j: int, cs: IntArray, t: int, left: float) -> float:
         value = float(self.prods.value_usd_per_token[j, t]) * self.unit_s
-        for c in cs[np.argsort(self.usd_per_token[cs, t], kind="stable")]:
-            rate, cost = float(self.rate[c, t]), float(self.cost[c])
+        rate, cost = self.rate[cs, t], self.cost[cs]
+        pays = (rate > 0) & (value * rate > cost) & (self._rooms(cs, np.array([t]))[:, 0] > 0)
+        live = cs[pays]
+        for c in live[np.argsort(self.usd_per_token[live, t], kind="stable")]:
             if left <= 0:
                 break
-            if rate <= 0 or value * rate <= cost:
-                continue
-            n_full = np.floor(left / rate)
-            n = int(min(n_full + float(value * (left - n_full * rate) > cost), self._room(c, t)))
+            r, k = float(self.rate[c, t]), float(self.cost[c])
+            n_full = np.floor(left / r)
+            n = int(min(n_full + float(value * (left - n_full * r) > k), self._room(int(c), t)))
             if n > 0:
                 self._place(int(c), t, n)
-                left -= n * rate
+                left -= n * r
         return left
