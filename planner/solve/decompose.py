@@ -19,8 +19,10 @@ rolling-horizon LP with (6) (``planner.solve.rolling``; day chunks, first on the
 without (6) uses, then on all: plans only), as the LP with (6) within day chunks (HiGHS; a
 relaxation: a value cut), then with integer replicas.
 Every plan reported is complete and feasible: the first ones are the greedy baseline and the
-provider's plan with its price cards searched (``planner.solve.provider``, time-bounded; with a
-reconfiguration limit, their steady parts grown within the limit), found before any LP is solved.
+provider's plan at list prices (``planner.solve.provider``; with a reconfiguration limit, their
+steady parts grown within the limit), found before any LP is solved. When the root LP cannot end
+before the last ``PRICE_SEARCH_SHARE`` of the time limit, that reserve goes to the provider's
+price-card search instead, so a limit shorter than the root LP returns more than greedy.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 PRICE_SEARCH_SHARE = 0.2
-"""At most this share of the time left goes to the provider's price-card search before the root
-LP: when the limit is shorter than the root LP, its plan is the answer (better than greedy)."""
+"""The root LP must end this share of the time limit early; if it cannot, the reserve goes to the
+provider's price-card search, whose plan (better than greedy) is then the answer."""
 
 FIRST_REPAIR_S = 0.5
 """With a limit, the repair of the rounded LP without (6) gets this long: a first plan only; the
@@ -96,24 +98,22 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
 
     ref = tables.demand.reference_combo
     limit = options.reconfiguration_limit
-    inc.offer(ref, np.zeros(st.x_col.shape, dtype=np.int64), None, "empty plan")
-    greedy = baselines.greedy(tables)
-    inc.offer(ref, greedy, None, "greedy baseline")
-    search = provider.price_search(
-        tables, deadline=time.perf_counter() + PRICE_SEARCH_SHARE * max(left(), 0.0)
-    )
-    inc.offer(ref, provider.provider_fill(tables), None, "provider baseline")
-    inc.offer(search.combo, search.replicas, None, "provider baseline, price cards searched")
-    if limit is not None:
-        # A plan may move more systems than (6) allows; its per-candidate minimum over the
-        # horizon moves none, and a bounded repair grows it within the limit.
-        for combo, plan, name in (
-            (ref, greedy, "greedy"),
-            (search.combo, search.replicas, "provider"),
-        ):
+
+    def offer_baseline(combo: IntArray, plan: IntArray, source: str) -> None:
+        """Offer a baseline plan; with a limit, also its steady part grown within (6) (the plan
+        may move more systems than (6) allows; its per-candidate minimum over the horizon moves
+        none, and a bounded repair grows it within the limit)."""
+        inc.offer(combo, plan, None, source)
+        if limit is not None:
             steady = np.repeat(plan.min(axis=1, keepdims=True), tables.periods, axis=1)
             steady = repair(tables, combo, steady, reconfiguration_limit=limit, max_rounds=200)
-            inc.offer(combo, steady, None, f"steady {name} plan")
+            inc.offer(combo, steady, None, f"{source}, steady part")
+
+    inc.offer(ref, np.zeros(st.x_col.shape, dtype=np.int64), None, "empty plan")
+    greedy = baselines.greedy(tables)
+    offer_baseline(ref, greedy, "greedy baseline")
+    reserve_s = PRICE_SEARCH_SHARE * max(left(), 0.0)
+    offer_baseline(ref, provider.provider_fill(tables), "provider baseline")
     inc.tighten(trivial_bound(tables), "demand at best prices")
     if inc.proven(options.gap_target):
         return "gap target met by a baseline plan"
@@ -122,8 +122,11 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     # model without (6) (a relaxation, solved per period group); (6) enters through the
     # rounding, the per-combo LP with (6) and the integer stage.
     relaxed = st if limit is None else build_structure(tables, None, st.token_scale)
-    root = solve_root(relaxed, deadline)
+    root = solve_root(relaxed, deadline - reserve_s)
     if root is None:
+        # No LP plan will come: spend the reserve on the provider's price-card search.
+        search = provider.price_search(tables, deadline=deadline)
+        offer_baseline(search.combo, search.replicas, "provider baseline, price cards searched")
         return "time limit in the root LP"
     inc.tighten(root.bound, "root LP" if limit is None else "root LP without (6)")
     master = Master(tables.demand.combo_family, st.combo_penalty_usd, relaxed.n_groups)

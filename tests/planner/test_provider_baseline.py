@@ -4,11 +4,15 @@ capacity team does on instances built to show it."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from planner.solution import SolveOptions
+from planner.solve import solve
+from planner.solve.baselines import greedy
 from planner.solve.evaluate import evaluate
 from planner.solve.provider import price_search, provider_fill
 from planner.tables import Candidates, Demand, Inventory, Offers, PlanningTables
@@ -127,3 +131,18 @@ def test_price_search_finds_a_better_card() -> None:
     listed = evaluate(tables, d.reference_combo, provider_fill(tables))
     assert result.value.objective_usd > listed.objective_usd
     assert result.value.objective_usd == pytest.approx(brute_force(tables))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_limit_shorter_than_the_root_lp_returns_the_searched_provider_plan(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tables = tiny_tables(seed, varying_prices=True)
+    decompose = importlib.import_module("planner.solve.decompose")
+    monkeypatch.setattr(decompose, "solve_root", lambda *args, **kwargs: None)
+    result = solve(tables, SolveOptions(time_limit_s=5.0, gap_target=1e-9), None)
+    assert "(time limit in the root LP)" in result.message
+    searched = price_search(tables).value.objective_usd
+    greedy_value = evaluate(tables, tables.demand.reference_combo, greedy(tables)).objective_usd
+    assert result.objective_usd == pytest.approx(max(searched, greedy_value))
+    assert result.objective_usd >= searched - 1e-9
