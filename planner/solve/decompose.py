@@ -19,8 +19,8 @@ rolling-horizon LP with (6) (``planner.solve.rolling``; day chunks, first on the
 without (6) uses, then on all: plans only), as the LP with (6) within day chunks (HiGHS; a
 relaxation: a value cut), then with integer replicas.
 Every plan reported is complete and feasible: the first ones are the greedy baseline and the
-provider's plan at list prices (``planner.solve.provider``; with a reconfiguration limit, their
-steady parts grown within the limit), found before any LP is solved. When the root LP cannot end
+provider's plan at list prices (``planner.solve.provider``; with a reconfiguration limit, the
+greedy plan's steady part grown within the limit), found before any LP is solved. When the root LP cannot end
 before the last ``PRICE_SEARCH_SHARE`` of the time limit, that reserve goes to the provider's
 price-card search instead, so a limit shorter than the root LP returns more than greedy.
 """
@@ -99,21 +99,22 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     ref = tables.demand.reference_combo
     limit = options.reconfiguration_limit
 
-    def offer_baseline(combo: IntArray, plan: IntArray, source: str) -> None:
-        """Offer a baseline plan; with a limit, also its steady part grown within (6) (the plan
-        may move more systems than (6) allows; its per-candidate minimum over the horizon moves
-        none, and a bounded repair grows it within the limit)."""
+    def offer_baseline(combo: IntArray, plan: IntArray, source: str, steady: bool) -> None:
+        """Offer a baseline plan; with a limit and ``steady``, also its steady part grown within
+        (6) (the plan may move more systems than (6) allows; its per-candidate minimum over the
+        horizon moves none, and a bounded repair grows it within the limit: seconds at frontier
+        size, so it is done for the greedy plan only)."""
         inc.offer(combo, plan, None, source)
-        if limit is not None:
-            steady = np.repeat(plan.min(axis=1, keepdims=True), tables.periods, axis=1)
-            steady = repair(tables, combo, steady, reconfiguration_limit=limit, max_rounds=200)
-            inc.offer(combo, steady, None, f"{source}, steady part")
+        if limit is not None and steady:
+            flat = np.repeat(plan.min(axis=1, keepdims=True), tables.periods, axis=1)
+            flat = repair(tables, combo, flat, reconfiguration_limit=limit, max_rounds=200)
+            inc.offer(combo, flat, None, f"{source}, steady part")
 
     inc.offer(ref, np.zeros(st.x_col.shape, dtype=np.int64), None, "empty plan")
     greedy = baselines.greedy(tables)
-    offer_baseline(ref, greedy, "greedy baseline")
+    offer_baseline(ref, greedy, "greedy baseline", steady=True)
     reserve_s = PRICE_SEARCH_SHARE * max(left(), 0.0)
-    offer_baseline(ref, provider.provider_fill(tables), "provider baseline")
+    offer_baseline(ref, provider.provider_fill(tables), "provider baseline", steady=False)
     inc.tighten(trivial_bound(tables), "demand at best prices")
     if inc.proven(options.gap_target):
         return "gap target met by a baseline plan"
@@ -126,7 +127,9 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     if root is None:
         # No LP plan will come: spend the reserve on the provider's price-card search.
         search = provider.price_search(tables, deadline=deadline)
-        offer_baseline(search.combo, search.replicas, "provider baseline, price cards searched")
+        offer_baseline(
+            search.combo, search.replicas, "provider baseline, price cards searched", steady=False
+        )
         return "time limit in the root LP"
     inc.tighten(root.bound, "root LP" if limit is None else "root LP without (6)")
     master = Master(tables.demand.combo_family, st.combo_penalty_usd, relaxed.n_groups)
