@@ -151,7 +151,7 @@ def parse_spec(text: str, *, max_values: int) -> Spec:
     path, eq, rest = text.partition("=")
     path = path.strip()
     if not eq or not path:
-        raise InputError(f"--set {text!r}: write PATH=VALUES (e.g. pools.ID.count=0..7)")
+        raise InputError(f"--set {text}: write PATH=VALUES (e.g. pools.ID.count=0..7)")
     where = f"--set {path}"
     if not rest.strip():
         raise InputError(f"{where}: no values after '='")
