@@ -169,7 +169,7 @@ def parse_spec(text: str, *, max_values: int) -> Spec:
             lo, hi, step = r
             n = _range_count(lo, hi, step)
             if len(values) + n > max_values:
-                raise InputError(f"{where}: more than {max_values:,} values")
+                raise InputError(f"{where}: more than {max_values:,} values (the grid point limit)")
             if isinstance(step, int) and isinstance(lo, int):
                 values.extend(range(lo, lo + n * step, step))
             else:
@@ -177,7 +177,7 @@ def parse_spec(text: str, *, max_values: int) -> Spec:
         else:
             values.append(_scalar(a))
         if len(values) > max_values:
-            raise InputError(f"{where}: more than {max_values:,} values")
+            raise InputError(f"{where}: more than {max_values:,} values (the grid point limit)")
     if len(set(map(format_value, values))) != len(values):
         raise InputError(f"{where}: a value is repeated")
     return Spec(path, tuple(values))
