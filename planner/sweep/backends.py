@@ -5,6 +5,9 @@ finish, in any order; the caller puts results back in order, so the numbers do n
 where or in which order tasks ran. Both stop at a deadline: tasks not finished by then are
 cancelled (local worker processes killed, Ray tasks force-cancelled) and yielded as ``(i, None)``.
 
+Serial: in the calling process, one task after another (the API runs each sweep in one worker
+process of its own).
+
 Local: ``concurrent.futures.ProcessPoolExecutor`` on a ``forkserver`` context (workers share
 nothing mutable with the caller and each loads the catalog once), ``workers`` processes.
 
@@ -102,6 +105,25 @@ class LocalBackend:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+class SerialBackend:
+    """Tasks one after another in this process: for a caller that is itself one bounded worker
+    process (the API's sweep worker). A task cannot be interrupted here; the deadline stops the
+    tasks not yet started, and each point's own timer (``planner.sweep.point``) stops a long one.
+    """
+
+    name = "serial"
+    workers = 1
+
+    def run(
+        self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]], deadline: float
+    ) -> Iterator[tuple[int, Any]]:
+        for i, a in enumerate(args):
+            yield i, (fn(*a) if time.monotonic() < deadline else None)
+
+    def close(self) -> None:
+        return None
 
 
 class RayBackend:
