@@ -24,6 +24,7 @@ when none has, 2 on bad input (one line naming the flag or path).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     from planner.run import load_scenario
     from planner.sweep.backends import default_workers, open_backend
     from planner.sweep.grid import parse_specs
-    from planner.sweep.run import MonteCarlo, SweepLimits, prepare, run_sweep
+    from planner.sweep.run import CHUNK_SAMPLES, MonteCarlo, SweepLimits, prepare, run_sweep
 
     _positive(args.workers, "--workers")
     _positive(args.max_points, "--max-points")
@@ -157,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
     )
     scenario = load_scenario(args.scenario)
     points = prepare(scenario, specs, mc, limits, args.time_limit)
-    workers = min(args.workers or default_workers(), len(points))
+    tasks = max(len(points), len(points) * math.ceil(mc.samples / CHUNK_SAMPLES))
+    workers = min(args.workers or default_workers(), tasks)
     show = not args.quiet and sys.stderr.isatty()
     with _Bars(show) as bars:
         if args.ray is not None:

@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import polars as pl
+from matplotlib.ticker import MaxNLocator
 
 from planner.report.charts import DPI, money, tier_colors
 from planner.sweep.frames import SAMPLE_COLUMNS
@@ -173,6 +174,7 @@ def samples_chart(result: SweepResult, samples: pl.DataFrame, path: Path) -> Pat
             ax.hist(values, bins=40, alpha=0.5, color=colors[str(point)], label=f"point {point}")
         ax.set_xlabel(column)
         ax.spines[["top", "right"]].set_visible(False)
+    axes[0].xaxis.set_major_locator(MaxNLocator(5))
     axes[0].xaxis.set_major_formatter(lambda v, _: money(v))
     axes[0].set_ylabel("samples")
     mc = result.monte_carlo

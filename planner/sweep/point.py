@@ -20,9 +20,11 @@ from collections.abc import Iterator
 from msgspec import Struct
 
 from fleet.catalog.load import Catalog, load_catalog
+from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from planner.assemble import assemble_plan, infeasible_plan
 from planner.build import build
+from planner.plan import Plan
 from planner.run import solve_options
 from planner.scenario_check import check_catalog, decode_scenario
 from planner.solve import solve
@@ -125,8 +127,6 @@ def solve_point(
     want_fixed: bool,
 ) -> tuple[PointSummary, FixedPlan | None]:
     """Plan one point within ``time_limit_s`` (+ ``grace_s`` for building and assembling)."""
-    from fleet.errors import InputError
-
     start = time.perf_counter()
     try:
         with _alarm(time_limit_s + grace_s):
@@ -150,10 +150,7 @@ def solve_point(
         return empty_summary(index, ERROR, str(err), time.perf_counter() - start), None
 
 
-def _summary(index: int, plan: object) -> PointSummary:
-    from planner.plan import Plan
-
-    assert isinstance(plan, Plan)
+def _summary(index: int, plan: Plan) -> PointSummary:
     asked = sum(f.demand_tokens_per_s for f in plan.flows)
     served = sum(f.served_tokens_per_s for f in plan.flows)
     pools = []
