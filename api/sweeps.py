@@ -113,8 +113,8 @@ class SweepService:
         ]
 
     async def stop(self) -> None:
-        for sweep in self._sweeps.values():
-            sweep.cancel.set()
+        """Cancel the dispatcher tasks: a running sweep's process is killed (``_run``'s finally)
+        and the sweep marked cancelled."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -231,9 +231,9 @@ class SweepService:
         if sweep.status in FINISHED:
             del self._sweeps[sweep_id]
             return None
-        sweep.cancel.set()
-        if sweep.status == SweepStatus.QUEUED:
-            self._finish(sweep, SweepStatus.CANCELLED, "cancelled while queued")
+        sweep.cancel.set()  # a running sweep's process is killed at the runner's next poll
+        where = "queued" if sweep.status == SweepStatus.QUEUED else "running"
+        self._finish(sweep, SweepStatus.CANCELLED, f"cancelled while {where}")
         return self.resource(sweep_id)
 
     # -- running ------------------------------------------------------------------------------
@@ -279,8 +279,7 @@ class SweepService:
         outcome: tuple[Any, ...] | None = None
         try:
             while outcome is None:
-                if sweep.cancel.is_set():
-                    self._finish(sweep, SweepStatus.CANCELLED, "cancelled while running")
+                if sweep.cancel.is_set():  # already marked cancelled
                     return
                 if time.monotonic() > deadline:
                     self._finish(
@@ -305,6 +304,8 @@ class SweepService:
                     sweep.progress = SweepProgress(phase=phase, done=done, total=total)
                 else:
                     outcome = message
+            if sweep.cancel.is_set():
+                return
             if outcome[0] == "done":
                 sweep.result, sweep.files = outcome[1], outcome[2]
                 self._finish(sweep, SweepStatus.DONE)

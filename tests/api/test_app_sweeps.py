@@ -4,6 +4,7 @@ the CLI's; bad requests are 422 naming the field; the queue and the limits are e
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from planner.sweep.grid import parse_specs
 from planner.sweep.run import MonteCarlo, SweepLimits, prepare, run_sweep
 from tests.planner.test_sweep_run import small
 
+REPO = Path(__file__).resolve().parents[2]
 SETS = ["pools.h100-us-east.count=1..2", "tiers.fast.max_ttft_ms=300,500"]
 
 
@@ -124,3 +126,31 @@ def test_unknown_sweep_is_404(client: TestClient[Any]) -> None:
     r = client.get("/v1/sweeps/nope")
     assert r.status_code == 404
     assert "no sweep" in r.json()["detail"]
+
+
+def test_queue_full_is_503_and_a_running_sweep_can_be_cancelled(tmp_path: Path) -> None:
+    settings = Settings(
+        db_path=tmp_path / "p.sqlite", poll_s=0.05, sweep_queue_max=1, sweep_workers=1
+    )
+    tiny = msgspec.toml.decode((REPO / "scenarios" / "tiny.toml").read_bytes())
+    body = json.dumps({"scenario": tiny, "set": ["pools.h100-us-east.count=1..8"]})
+    headers = {"content-type": "application/json"}
+    with TestClient(create_app(settings)) as c:
+        first = c.post("/v1/sweeps", content=body, headers=headers).json()
+        deadline = time.monotonic() + 30
+        while c.get(f"/v1/sweeps/{first['id']}").json()["status"] == "queued":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        second = c.post("/v1/sweeps", content=body, headers=headers)
+        assert second.status_code == 202  # waits in the queue (1 place)
+        third = c.post("/v1/sweeps", content=body, headers=headers)
+        assert third.status_code == 503
+        assert "the sweep queue is full (1 waiting)" in third.json()["detail"]
+        assert third.headers["retry-after"]
+        for sweep_id in (first["id"], second.json()["id"]):
+            r = c.delete(f"/v1/sweeps/{sweep_id}")
+            assert r.status_code == 200
+            assert r.json()["status"] == "cancelled"
+        r = c.get(f"/v1/sweeps/{first['id']}")
+        assert r.json()["status"] == "cancelled"
+        assert r.json()["reason"] == "cancelled while running"
