@@ -6,9 +6,10 @@ database is opened and the job runner (forkserver + dispatcher) is started by th
 i.e. inside the process that serves requests — granian imports this factory in its own worker
 process(es) — and never at import time.
 
-Routes: ``/v1/plans`` (api.controllers.plans), ``/v1/catalog/*``, ``/v1/estimate`` and
-``/v1/frontier`` (api.controllers.perf), ``/health``; OpenAPI at ``/schema`` (Swagger UI there,
-also ``/schema/redoc``, JSON at ``/schema/openapi.json``). ``api.security.guard`` checks every
+Routes: ``/v1/plans`` (api.controllers.plans), ``/v1/sweeps`` (api.controllers.sweeps),
+``/v1/catalog/*``, ``/v1/estimate`` and ``/v1/frontier`` (api.controllers.perf), ``/health``;
+OpenAPI at ``/schema`` (Swagger UI there, also ``/schema/redoc``, JSON at
+``/schema/openapi.json``). ``api.security.guard`` checks every
 request before its body is read: the bearer token when one is set, and no CORS-simple POSTs.
 Its components are msgspec's own schemas of the wire types (``api.openapi``).
 """
@@ -35,6 +36,7 @@ from api.controllers.catalog import CatalogController, EncodedCatalog
 from api.controllers.health import HealthController
 from api.controllers.perf import PerfController
 from api.controllers.plans import PlanController
+from api.controllers.sweeps import SweepController
 from api.errors import EXCEPTION_HANDLERS, ErrorBody
 from api.jobs import JobRunner
 from api.openapi import allow_every_method, render_plugins
@@ -44,6 +46,8 @@ from api.security import guard
 from api.services import PlanService
 from api.settings import Settings
 from api.store import Store
+from api.sweep_worker import SweepRequest
+from api.sweeps import SweepResource, SweepService
 from api.wire import Health, PlanPage, PlanResource
 from fleet.catalog.load import load_catalog
 from fleet.catalog.schema import Accelerator, Model, System
@@ -55,6 +59,8 @@ WIRE_TYPES = (
     Scenario,
     PlanResource,
     PlanPage,
+    SweepRequest,
+    SweepResource,
     Health,
     ErrorBody,
     EstimateRequest,
@@ -102,11 +108,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
     catalog_json = EncodedCatalog.of(catalog)
     compute = Compute(settings.compute_threads)
     plans = PlanService(store, runner, catalog, arrays, settings, compute)
+    sweeps = SweepService(settings, catalog)
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
         await anyio.to_thread.run_sync(store.initialize)
         await runner.start()
+        await sweeps.start()
         watchdog = (
             asyncio.create_task(_watch_parent(settings.parent_pid)) if settings.parent_pid else None
         )
@@ -115,12 +123,20 @@ def create_app(settings: Settings | None = None) -> Litestar:
         finally:
             if watchdog is not None:
                 watchdog.cancel()
+            await sweeps.stop()
             await runner.stop()
 
     return Litestar(
-        route_handlers=[PlanController, CatalogController, PerfController, HealthController],
+        route_handlers=[
+            PlanController,
+            SweepController,
+            CatalogController,
+            PerfController,
+            HealthController,
+        ],
         dependencies={
             "plans": Provide(lambda: plans, use_cache=True, sync_to_thread=False),
+            "sweeps": Provide(lambda: sweeps, use_cache=True, sync_to_thread=False),
             "catalog": Provide(lambda: catalog, use_cache=True, sync_to_thread=False),
             "arrays": Provide(lambda: arrays, use_cache=True, sync_to_thread=False),
             "catalog_json": Provide(lambda: catalog_json, use_cache=True, sync_to_thread=False),

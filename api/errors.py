@@ -95,8 +95,8 @@ class NotFound(Exception):
 
 
 class QueueFull(Exception):
-    def __init__(self, queue_max: int, retry_after_s: int) -> None:
-        super().__init__(f"the plan queue is full ({queue_max} waiting); retry later")
+    def __init__(self, queue_max: int, retry_after_s: int, what: str = "plan") -> None:
+        super().__init__(f"the {what} queue is full ({queue_max} waiting); retry later")
         self.retry_after_s = retry_after_s
 
 

@@ -25,6 +25,12 @@ FAREBOX_MAX_CONFIGURATIONS      configurations a plan may evaluate          2,00
 FAREBOX_MAX_SLO_CHECKS          configuration x (tier, pool) SLO checks     12,000,000
 FAREBOX_SOLVER_MEMORY_MB        address space of one solver process, MiB   8192
 FAREBOX_API_TOKEN               bearer token every /v1 route requires       none (open)
+FAREBOX_SWEEP_WORKERS           sweeps run at once (a process each)         1
+FAREBOX_SWEEP_QUEUE_MAX         sweeps waiting before 503                   4
+FAREBOX_SWEEP_MAX_POINTS        grid points of one sweep                    64
+FAREBOX_SWEEP_MAX_EVALUATIONS   grid points x Monte Carlo samples           200,000
+FAREBOX_SWEEP_MAX_S             a sweep's worst case: points x time limit   3600
+FAREBOX_SWEEPS_KEPT             finished sweeps kept in memory              32
 ==============================  ==========================================  =======================
 """
 
@@ -80,6 +86,14 @@ class Settings:
     poll_s: float = 0.25
     """How often the job runner looks for work, cancellations and expired leases."""
     page_max: int = 200
+    sweep_workers: int = 1
+    """Sweeps run at once, each in one worker process (its points one after another)."""
+    sweep_queue_max: int = 4
+    sweep_max_points: int = 64
+    sweep_max_evaluations: int = 200_000
+    sweep_max_s: float = 3600.0
+    """Largest worst-case duration of a sweep: the sum of its points' time limits + grace."""
+    sweeps_kept: int = 32
     parent_pid: int | None = None
     """Set by ``farebox serve`` (FAREBOX_PARENT_PID): the granian main process. A worker whose
     parent disappears (kill -9 of the main process) shuts itself down instead of serving on."""
@@ -107,6 +121,12 @@ class Settings:
             max_slo_checks=_int(environ, "FAREBOX_MAX_SLO_CHECKS", 12_000_000, lo=1),
             solver_memory_mb=_int(environ, "FAREBOX_SOLVER_MEMORY_MB", 8192, lo=256),
             api_token=environ.get("FAREBOX_API_TOKEN") or None,
+            sweep_workers=_int(environ, "FAREBOX_SWEEP_WORKERS", 1, lo=1),
+            sweep_queue_max=_int(environ, "FAREBOX_SWEEP_QUEUE_MAX", 4, lo=1),
+            sweep_max_points=_int(environ, "FAREBOX_SWEEP_MAX_POINTS", 64, lo=1),
+            sweep_max_evaluations=_int(environ, "FAREBOX_SWEEP_MAX_EVALUATIONS", 200_000, lo=0),
+            sweep_max_s=_float(environ, "FAREBOX_SWEEP_MAX_S", 3600.0),
+            sweeps_kept=_int(environ, "FAREBOX_SWEEPS_KEPT", 32, lo=1),
             parent_pid=_int(environ, "FAREBOX_PARENT_PID", 0, lo=0) or None,
         )
 
