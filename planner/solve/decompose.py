@@ -20,9 +20,10 @@ without (6) uses, then on all: plans only), as the LP with (6) within day chunks
 relaxation: a value cut), then with integer replicas.
 Every plan reported is complete and feasible: the first ones are the greedy baseline and the
 provider's plan at list prices (``planner.solve.provider``; with a reconfiguration limit, the
-greedy plan's steady part grown within the limit), found before any LP is solved. When the root LP cannot end
-before the last ``PRICE_SEARCH_SHARE`` of the time limit, that reserve goes to the provider's
-price-card search instead, so a limit shorter than the root LP returns more than greedy.
+greedy plan's steady part grown within the limit), found before any LP is solved. When the root
+LP cannot end before the last ``PRICE_SEARCH_SHARE`` of the time limit, that reserve goes to the
+provider's price-card search instead, so a limit shorter than the root LP returns more than
+greedy.
 """
 
 from __future__ import annotations
