@@ -16,6 +16,7 @@ import numpy as np
 from fleet.catalog import PRECISIONS, Catalog
 from fleet.catalog.engines import EngineFactors
 from fleet.perf.arrays import CatalogArrays
+from fleet.perf.transfer import resolve_efficiency
 
 FIELDS: dict[str, tuple[str, ...]] = {
     "bandwidth": ("bandwidth_fraction",),
@@ -72,7 +73,16 @@ def engine_note(catalog: Catalog, engine_id: str, accelerator_id: str) -> str | 
             f"engine {engine_id}: no measurements on {accelerator_id}; its factors there are the "
             "pooled ones (multipliers 1)"
         )
-    missing = [m for m in factors.not_measured() if m not in ("flops.int8", "flops.int4")]
+    acc = catalog.accelerator(accelerator_id)
+    zero_per_layer = resolve_efficiency(catalog)[accelerator_id].layer_overhead_us == 0.0
+    missing = [
+        m
+        for m in factors.not_measured()
+        # flops of precisions the tensor cores do not run, and a multiplier on a zero cost,
+        # change nothing
+        if not (m.startswith("flops.") and m[6:] not in acc.native_precisions)
+        and not (m == "layer_overhead" and zero_per_layer)
+    ]
     if not missing:
         return None
     return (
