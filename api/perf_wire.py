@@ -203,12 +203,12 @@ def check_engine(catalog: Catalog, engine: str) -> None:
 
 def engine_notes(catalog: Catalog, engine: str, configs: Configs) -> tuple[str, ...]:
     """What ``engine_note`` says about each accelerator of ``configs``, once each."""
-    accs = list(catalog.accelerators)
     systems = list(catalog.systems)
     seen = dict.fromkeys(
         catalog.systems[systems[int(s)]].accelerator for s in np.unique(configs.system)
     )
-    notes = (engine_note(catalog, engine, a) for a in seen if a in accs)
+    precisions = [PRECISIONS[int(p)] for p in np.unique(configs.weight_precision)]
+    notes = (engine_note(catalog, engine, a, precisions) for a in seen)
     return tuple(n for n in notes if n)
 
 

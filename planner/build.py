@@ -297,7 +297,9 @@ def unmeasured_engines(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
     measured (``fleet.perf.engines.engine_note``)."""
     accs = dict.fromkeys(catalog.system(p.system).accelerator for p in s.fleet.pools)
     notes = (
-        engine_note(catalog, e, a) for e in dict.fromkeys(s.options.search.engines) for a in accs
+        engine_note(catalog, e, a, s.options.search.precisions)
+        for e in dict.fromkeys(s.options.search.engines)
+        for a in accs
     )
     return tuple(n for n in notes if n)
 

@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         catalog = load_catalog()
         check_engine(catalog, args.engine)
         return run_csv(catalog, args.from_csv, args.out, engine=args.engine)
+    from fleet.catalog import PRECISIONS
     from fleet.perf.arrays import build_arrays
     from fleet.perf.configs import make_configs
     from fleet.perf.engines import engine_arrays, engine_note
@@ -167,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(message)
     row = result_row(configs, est, 0)
     row["engine"] = args.engine
-    row["engine_note"] = engine_note(catalog, args.engine, system.accelerator)
+    precision = PRECISIONS[int(configs.weight_precision[0])]
+    row["engine_note"] = engine_note(catalog, args.engine, system.accelerator, [precision])
     if args.json:
         import json
 

@@ -9,7 +9,7 @@ whose factors of each accelerator family the engine's entry names are multiplied
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -61,9 +61,15 @@ def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> Ca
     return arrays
 
 
-def engine_note(catalog: Catalog, engine_id: str, accelerator_id: str) -> str | None:
-    """A sentence when ``engine_id``'s factors on ``accelerator_id`` are not all measured; None
-    for the pooled default and for fully measured parts."""
+def engine_note(
+    catalog: Catalog,
+    engine_id: str,
+    accelerator_id: str,
+    precisions: Iterable[str] | None = None,
+) -> str | None:
+    """A sentence when ``engine_id``'s factors on ``accelerator_id`` are not all measured (of the
+    weight ``precisions`` asked for, all when None); None for the pooled default and for fully
+    measured parts."""
     engine = catalog.engine(engine_id)
     if engine is None:
         return None
@@ -81,6 +87,7 @@ def engine_note(catalog: Catalog, engine_id: str, accelerator_id: str) -> str | 
         # flops of precisions the tensor cores do not run, and a multiplier on a zero cost,
         # change nothing
         if not (m.startswith("flops.") and m[6:] not in acc.native_precisions)
+        and not (m.startswith("flops.") and precisions is not None and m[6:] not in precisions)
         and not (m == "layer_overhead" and zero_per_layer)
     ]
     if not missing:
