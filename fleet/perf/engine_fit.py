@@ -23,8 +23,10 @@ which Hopper lacks, against Hopper's FP8), link (all-reduce link fraction) and c
 (all-reduce call latency); the step overhead (serving software) carries over as it is.
 
     python -m fleet.perf.engine_fit [--csv PATH] [--data build/aic/whl] [--toml]
+                                    [--leave-one-model-out]
 
-prints the error tables (pooled vs per-engine, fit and held-out) and, with ``--toml``, the
+prints the error tables (pooled vs per-engine, fit and held-out; with
+``--leave-one-model-out`` also per model left out of every fit) and, with ``--toml``, the
 contents of fleet/data/engines.toml.
 """
 
@@ -41,7 +43,7 @@ from scipy.optimize import least_squares
 
 from fleet.catalog import PRECISIONS, Catalog, load_catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors
+from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, with_factors
 from fleet.perf.engines import apply
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
@@ -177,6 +179,49 @@ def fit_all(
     return fitted, table
 
 
+def _subset(runs: MeasuredRuns, rows: np.ndarray) -> MeasuredRuns:
+    def pick(values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(np.asarray(values)[rows].tolist())
+
+    return MeasuredRuns(
+        configs=runs.configs.take(rows),
+        model_ids=pick(runs.model_ids),
+        system_ids=pick(runs.system_ids),
+        backend=pick(runs.backend),
+        tpot_s=runs.tpot_s[rows],
+        ttft_s=runs.ttft_s[rows],
+        tokens_per_s_per_gpu=runs.tokens_per_s_per_gpu[rows],
+    )
+
+
+def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[EngineErrors]:
+    """Per model: the pooled factors re-fitted without it, each engine's multipliers fitted on
+    top without it, both scored on its rows (``side`` = the model): do the engine multipliers
+    carry to a model their fit never saw?"""
+    s = split(arrays, runs)
+    models = np.asarray(runs.model_ids)[s.rows]
+    out: list[EngineErrors] = []
+    for m in sorted(set(models.tolist())):
+        pooled = fit(arrays, _subset(runs, s.rows[models != m]))
+        base = with_factors(arrays, HOPPER, list(pooled.values()))
+        for e in ENGINES:
+            test, train = (s.engine == e) & (models == m), (s.engine == e) & (models != m)
+            if not test.any():
+                continue
+            mine = apply(base, HOPPER, fit_engine(base, runs, s.rows[train]))
+            rows = s.rows[test]
+            out.append(
+                EngineErrors(
+                    e,
+                    m,
+                    len(rows),
+                    _medians(base, runs, rows),  # type: ignore[arg-type]
+                    _medians(mine, runs, rows),  # type: ignore[arg-type]
+                )
+            )
+    return out
+
+
 def kernel_ratios(data: Path, catalog: Catalog) -> dict[tuple[str, str], dict[str, float]]:
     """(engine, accelerator) -> each kernel part's figure relative to TensorRT-LLM's."""
     from fleet.perf import kernel_engines as ke
@@ -286,6 +331,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, default=reference_csv(REPO_ROOT))
     parser.add_argument("--data", type=Path, default=REPO_ROOT / "build" / "aic" / "whl")
     parser.add_argument("--toml", action="store_true", help="print engines.toml")
+    parser.add_argument(
+        "--leave-one-model-out",
+        action="store_true",
+        help="also score each engine's multipliers on a model left out of both fits (slow)",
+    )
     args = parser.parse_args(argv)
     catalog = load_catalog()
     arrays = build_arrays(catalog)
@@ -303,6 +353,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{p:.1%} / {q:.1%}" for p, q in zip(t.pooled, t.engine_factors, strict=True)
         )
         print(f"| {ENGINES[t.engine]} | {t.side} | {t.rows} | {cells} |")
+    if args.leave_one_model_out:
+        print("\nleave one model out (pooled re-fitted without it too):")
+        for t in leave_one_model_out(arrays, runs):
+            cells = " | ".join(
+                f"{p:.1%} / {q:.1%}" for p, q in zip(t.pooled, t.engine_factors, strict=True)
+            )
+            print(f"| {ENGINES[t.engine]} | {t.side} | {t.rows} | {cells} |")
     print()
     for e, m in fitted.items():
         print(f"{e} hopper: " + ", ".join(f"{k} {v:.3g}" for k, v in m.items()))
