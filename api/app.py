@@ -45,6 +45,7 @@ from api.services import PlanService
 from api.settings import Settings
 from api.store import Store
 from api.wire import Health, PlanPage, PlanResource
+from fleet.catalog.engines import Engine
 from fleet.catalog.load import load_catalog
 from fleet.catalog.schema import Accelerator, Model, System
 from fleet.perf.arrays import build_arrays
@@ -64,6 +65,7 @@ WIRE_TYPES = (
     Accelerator,
     System,
     Model,
+    Engine,
 )
 """Every Struct on the wire; the OpenAPI document describes them with msgspec's own schemas."""
 log = logging.getLogger("farebox.api")
