@@ -142,6 +142,12 @@ BAD_BODIES = [
         "unknown model 'llama-9-9000b'",
     ),
     (
+        "unknown engine id",
+        _with(["options", "search"], {"engines": ["trtllm", "tgi"]}),
+        "$.options.search.engines[1]",
+        "unknown engine 'tgi'",
+    ),
+    (
         "missing field",
         {k: v for k, v in tiny().items() if k != "fleet"},
         "$.fleet",
