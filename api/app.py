@@ -49,6 +49,7 @@ from api.store import Store
 from api.sweep_worker import SweepRequest
 from api.sweeps import SweepResource, SweepService
 from api.wire import Health, PlanPage, PlanResource
+from fleet.catalog.engines import Engine
 from fleet.catalog.load import load_catalog
 from fleet.catalog.schema import Accelerator, Model, System
 from fleet.perf.arrays import build_arrays
@@ -70,6 +71,7 @@ WIRE_TYPES = (
     Accelerator,
     System,
     Model,
+    Engine,
 )
 """Every Struct on the wire; the OpenAPI document describes them with msgspec's own schemas."""
 log = logging.getLogger("farebox.api")

@@ -20,6 +20,7 @@ from fleet.catalog import PRECISIONS, Catalog
 from fleet.catalog.schema import Id, Precision
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
+from fleet.perf.engines import engine_note
 from fleet.perf.explain import describe_problem
 from fleet.perf.frontier import DEFAULT_BATCHES, supported_precisions
 from fleet.perf.grid import grid_size, search_options
@@ -63,8 +64,16 @@ class ConfigSpec(Frozen):
     spec_acceptance: Annotated[float, Meta(ge=0, lt=1)] = 0.0
 
 
+ENGINE_DOC = (
+    "Serving engine whose efficiency multipliers apply (fleet/data/engines.toml): trtllm, vllm or "
+    'sglang; "any" (the default) = the factors pooled over all three.'
+)
+EngineId = Annotated[Id, Meta(description=ENGINE_DOC)]
+
+
 class EstimateRequest(Frozen):
     configs: Annotated[tuple[ConfigSpec, ...], Meta(min_length=1, max_length=MAX_ROWS)]
+    engine: EngineId = "any"
 
 
 class SpecOption(Frozen):
@@ -84,6 +93,7 @@ class FrontierRequest(Frozen):
     speculative: Annotated[tuple[SpecOption, ...], Meta(max_length=16)] = (
         SpecOption(draft_tokens=0, acceptance=0.0),
     )
+    engine: EngineId = "any"
 
 
 class EstimateRow(Frozen):
@@ -129,6 +139,9 @@ class EstimateRow(Frozen):
 
 class EstimateResponse(Frozen):
     rows: tuple[EstimateRow, ...]
+    engine: str = "any"
+    engine_notes: tuple[str, ...] = ()
+    """Accelerators of the rows where the engine's multipliers are not (all) measured."""
 
 
 class FrontierResponse(Frozen):
@@ -136,6 +149,8 @@ class FrontierResponse(Frozen):
     system: str
     rows: tuple[EstimateRow, ...]
     """Pareto-optimal configurations (tokens/s per device vs per user), fastest per user first."""
+    engine: str = "any"
+    engine_notes: tuple[str, ...] = ()
 
 
 def resolve_system(
@@ -177,6 +192,24 @@ def check_frontier_size(catalog: Catalog, data: FrontierRequest, system: str) ->
         f"{len(precs)} precisions x {len(batches)} batches x {len(options)} speculative options), "
         f"over the limit of {MAX_FRONTIER_CONFIGS:,}; ask for fewer {field}"
     )
+
+
+def check_engine(catalog: Catalog, engine: str) -> None:
+    if engine not in catalog.engine_ids:
+        raise InputError(
+            f"$.engine: unknown engine {engine!r}; known: {', '.join(catalog.engine_ids)}"
+        )
+
+
+def engine_notes(catalog: Catalog, engine: str, configs: Configs) -> tuple[str, ...]:
+    """What ``engine_note`` says about each accelerator of ``configs``, once each."""
+    systems = list(catalog.systems)
+    seen = dict.fromkeys(
+        catalog.systems[systems[int(s)]].accelerator for s in np.unique(configs.system)
+    )
+    precisions = [PRECISIONS[int(p)] for p in np.unique(configs.weight_precision)]
+    notes = (engine_note(catalog, engine, a, precisions) for a in seen)
+    return tuple(n for n in notes if n)
 
 
 def check_model(catalog: Catalog, model: str, where: str) -> None:

@@ -28,6 +28,7 @@ Steps:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
@@ -38,6 +39,7 @@ import numpy as np
 from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.perf.engines import engine_arrays, engine_note
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
 from planner.candidates import Columns, Pruned, Slo, eligible, prune
@@ -69,6 +71,8 @@ class CandidateDetails:
     """(cands,): model replicas packed into one table "replica" (a unit of whole systems):
     devices_per_system // devices_per_replica for replicas smaller than a system, else 1. The
     tables' systems_per_replica and tokens_per_s_per_replica are per unit."""
+    engine: np.ndarray
+    """(cands,): the serving engine id of each candidate (object array of str)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +135,8 @@ def _packing(est: Estimate, rows: IntArray, devices_per_system: int) -> IntArray
     return np.where(devices < devices_per_system, devices_per_system // devices, 1).astype(np.int64)
 
 
-GridKey = tuple[str, str, int, int, int]
-"""(model, system, isl, prefix-cached tokens, osl): one evaluated search grid."""
+GridKey = tuple[str, str, int, int, int, str]
+"""(model, system, isl, prefix-cached tokens, osl, engine): one evaluated search grid."""
 
 
 def token_profile(d: FamilyDemand) -> tuple[int, int]:
@@ -205,6 +209,8 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
         for v in fam.variants
     }
     spec = tuple((o.draft_tokens, o.acceptance) for o in search.speculative)
+    # Each engine is its own set of factor arrays (the pooled ones for "any").
+    engines = {e: engine_arrays(catalog, arrays, e) for e in dict.fromkeys(search.engines)}
     for offer in offers(s):
         f, k, model = offer.family, offer.tier, offer.model
         isl, cached, osl = offer.isl, offer.cached, offer.osl
@@ -215,12 +221,14 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
             ttft_quantile=tier.ttft_percentile / 100.0,
         )
         trace = traces.setdefault((f, k, model), GroupTrace())
-        for p, pool in enumerate(s.fleet.pools):
-            key = (model, pool.system, isl, cached, osl)
+        for (p, pool), (engine, engine_factors) in itertools.product(
+            enumerate(s.fleet.pools), engines.items()
+        ):
+            key = (model, pool.system, isl, cached, osl, engine)
             if key not in estimates:
                 estimates[key] = evaluate_grid(
                     catalog,
-                    arrays,
+                    engine_factors,
                     model,
                     pool.system,
                     batches=search.batch_caps,
@@ -284,6 +292,18 @@ def estimated_pools(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
     return tuple(out)
 
 
+def unmeasured_engines(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
+    """A warning per (engine searched, pool accelerator) whose engine multipliers are not all
+    measured (``fleet.perf.engines.engine_note``)."""
+    accs = dict.fromkeys(catalog.system(p.system).accelerator for p in s.fleet.pools)
+    notes = (
+        engine_note(catalog, e, a, s.options.search.precisions)
+        for e in dict.fromkeys(s.options.search.engines)
+        for a in accs
+    )
+    return tuple(n for n in notes if n)
+
+
 def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) -> Built:
     """Everything the solver and the plan need, or the reasons the scenario cannot be planned."""
     start = time.perf_counter()
@@ -295,7 +315,7 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     screened = screen(s, catalog, arrays, pool_max)
     estimates, groups, unservable = screened.estimates, screened.groups, screened.unservable
     reasons = tuple(r.text for r in screened.reasons)
-    warnings: list[str] = list(estimated_pools(s, catalog))
+    warnings: list[str] = list(estimated_pools(s, catalog)) + list(unmeasured_engines(s, catalog))
     if reasons and not s.options.allow_unserved_tiers:
         return Built(s, None, None, None, reasons, tuple(warnings), time.perf_counter() - start)
     warnings.extend(f"planned as unserved: {r}" for r in reasons)
@@ -374,6 +394,7 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
                 "ttft_slo": np.full(n, np.nan if g.slo.max_ttft_s is None else g.slo.max_ttft_s),
                 "quantile": np.full(n, g.slo.ttft_quantile),
                 "osl": np.full(n, osl),
+                "engine": np.full(n, g.key[5], dtype=object),
             }
         )
     tables, details = _assemble(parts, chosen, inventory, demand, s)
@@ -425,6 +446,7 @@ def _assemble(
         ttft_quantile=cat("quantile", np.float64),
         output_tokens=cat("osl", np.float64),
         replicas_per_unit=cat("pack", np.int64),
+        engine=cat("engine", object),
     )
     return tables, details
 

@@ -72,6 +72,9 @@ class Assignment(Frozen, kw_only=True):
     """The tier's TTFT ceiling; None when the tier has none."""
     cost_usd: float
     """Running cost of these systems for the period."""
+    engine: str = "any"
+    """Serving engine whose efficiency factors the configuration was estimated with ("any" =
+    the pooled factors)."""
 
 
 def meets_ttft_slo(a: Assignment) -> bool:

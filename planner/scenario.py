@@ -60,6 +60,8 @@ MAX_PROFILE_FACTOR = 1e3
 MAX_CHOICE_WEIGHT = 100.0
 """A logit weight (price sensitivity, speed, quality): beyond this the choice is a step."""
 MAX_TIME_LIMIT_S = 7 * 86_400.0
+MAX_ENGINES = 4
+"""Serving engines one scenario may search (the catalog has three plus the pooled default)."""
 """A solver time limit: one week."""
 
 PositiveFloat = Annotated[float, Meta(gt=0)]
@@ -155,6 +157,10 @@ class Search(Frozen, kw_only=True):
         Speculative(draft_tokens=0),
         Speculative(draft_tokens=3, acceptance=0.7),
     )
+    engines: Annotated[tuple[Id, ...], Meta(min_length=1, max_length=MAX_ENGINES)] = ("any",)
+    """Serving engines the provider runs (fleet/data/engines.toml: trtllm, vllm, sglang; "any" =
+    the efficiency factors pooled over all three). Each multiplies the search grid; the planner
+    chooses per (family, tier, variant, pool) and the plan's assignments name the engine."""
 
 
 class Options(Frozen, kw_only=True):

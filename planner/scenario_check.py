@@ -354,8 +354,19 @@ def _check_expectation(s: Scenario, e: Expectation, where: str) -> None:
             raise InputError(f"{where}.max: below min")
 
 
+def check_engines(s: Scenario, catalog: Catalog) -> None:
+    """Every engine of ``options.search.engines`` exists in the catalog."""
+    for i, engine in enumerate(s.options.search.engines):
+        if engine not in catalog.engine_ids:
+            raise InputError(
+                f"$.options.search.engines[{i}]: unknown engine {engine!r}; known: "
+                f"{', '.join(catalog.engine_ids)}"
+            )
+
+
 def check_catalog(s: Scenario, catalog: Catalog) -> None:
-    """Every system and model the scenario names exists in the catalog."""
+    """Every system, model and engine the scenario names exists in the catalog."""
+    check_engines(s, catalog)
     for i, pool in enumerate(s.fleet.pools):
         if pool.system not in catalog.systems:
             raise InputError(

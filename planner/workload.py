@@ -1,10 +1,10 @@
 """How much work a scenario asks of the planner, counted before any of it is done.
 
 ``planner.build.screen`` evaluates one search grid (layouts x precisions x batch caps x
-speculative options, ``fleet.perf.grid``) per distinct (model, pool system, token profile) and
-keeps them all while it builds; then it checks each grid's rows against the SLOs of every
-(family, tier, variant, pool) that uses it. Both grow as products of the scenario's lists, so a
-small request can ask for a great deal: 400 repeated precisions once drove a server past 20 GB.
+speculative options, ``fleet.perf.grid``) per distinct (model, pool system, token profile,
+engine) and keeps them all while it builds; then it checks each grid's rows against the SLOs of
+every (family, tier, variant, pool) that uses it. Both grow as products of the scenario's lists,
+so a small request can ask for a great deal: 400 repeated precisions once drove a server past 20 GB.
 ``workload`` counts both in milliseconds (layouts only, nothing evaluated), so a server can refuse
 a scenario over its limits before starting; ``check_workload`` raises the refusal naming the field.
 
@@ -23,12 +23,14 @@ from fleet.errors import InputError
 from fleet.perf.grid import grid_size, model_spec, search_options
 from planner.build import GridKey, offers
 from planner.scenario import Scenario
+from planner.scenario_check import check_engines
 
 
 @dataclass(frozen=True, slots=True)
 class Workload:
     keys: frozenset[GridKey]
-    """The grids ``screen`` evaluates: (model, system, input tokens, cached tokens, output)."""
+    """The grids ``screen`` evaluates: (model, system, input tokens, cached tokens, output,
+    engine)."""
     configurations: int
     """Rows of those grids: each evaluated once and held in memory while building."""
     checks: int
@@ -38,6 +40,8 @@ class Workload:
 def workload(s: Scenario, catalog: Catalog) -> Workload:
     """The grids and checks ``planner.build.screen`` would do for ``s`` (catalog ids checked)."""
     search = s.options.search
+    check_engines(s, catalog)
+    engines = tuple(dict.fromkeys(search.engines))
     spec = tuple((o.draft_tokens, o.acceptance) for o in search.speculative)
     pools_of_system = Counter(pool.system for pool in s.fleet.pools)
     size: dict[tuple[str, str], int] = {}  # layouts do not depend on the token profile
@@ -55,8 +59,9 @@ def workload(s: Scenario, catalog: Catalog) -> Workload:
                     precisions=search.precisions,
                     spec=model_spec(catalog, model, spec),
                 )
-            keys.add((model, system, offer.isl, offer.cached, offer.osl))
-            checks += n_pools * size[(model, system)]
+            for engine in engines:
+                keys.add((model, system, offer.isl, offer.cached, offer.osl, engine))
+            checks += n_pools * size[(model, system)] * len(engines)
     configurations = sum(size[(key[0], key[1])] for key in keys)
     return Workload(frozenset(keys), configurations, checks)
 
@@ -75,13 +80,14 @@ def check_workload(
         "options"
     )
     advice = (
-        "search fewer precisions, batch caps or speculative options, or admit fewer variants "
-        "per tier"
+        "search fewer precisions, batch caps, speculative options or engines, or admit fewer "
+        "variants per tier"
     )
     if work.configurations > max_configurations:
         raise InputError(
             f"$.options.search: this scenario would evaluate {work.configurations:,} "
-            f"configurations ({len(work.keys)} grids of model x system x token profile, each its "
+            f"configurations ({len(work.keys)} grids of model x system x token profile x "
+            f"engine, each its "
             f"layouts x {lists}), over the limit of {max_configurations:,}; {advice}"
         )
     if work.checks > max_checks:

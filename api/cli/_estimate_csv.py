@@ -24,6 +24,7 @@ from fleet.catalog import PRECISIONS, Catalog, UnknownIdError
 from fleet.errors import InputError
 from fleet.perf.arrays import build_arrays
 from fleet.perf.configs import make_configs
+from fleet.perf.engines import engine_arrays
 from fleet.perf.explain import describe_problem
 from fleet.perf.model import estimate
 from fleet.perf.types import Bound, Configs, Estimate, Problem
@@ -47,7 +48,8 @@ class Row:
     spec_acceptance: float
 
 
-def run_csv(catalog: Catalog, path: Path, out: Path | None) -> int:
+def run_csv(catalog: Catalog, path: Path, out: Path | None, *, engine: str = "any") -> int:
+    """Estimate every row with ``engine``'s factors (``fleet.perf.engines``)."""
     rows, in_columns = _read(path)
     parsed = [_parse(catalog, row) for row in rows]
     ok = [i for i, r in enumerate(parsed) if isinstance(r, Row)]
@@ -63,7 +65,7 @@ def run_csv(catalog: Catalog, path: Path, out: Path | None) -> int:
     if ok:
         good = [r for r in parsed if isinstance(r, Row)]
         configs = _configs(catalog, good)
-        est = estimate(build_arrays(catalog), configs)
+        est = estimate(engine_arrays(catalog, build_arrays(catalog), engine), configs)
         for name, values in _result_columns(catalog, configs, est).items():
             column = results[name]
             for i, value in zip(ok, values, strict=True):

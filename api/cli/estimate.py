@@ -2,13 +2,17 @@
 
 One:   farebox estimate --model llama-3.1-70b --accelerator h100-sxm --tp 4 --batch 32
                         --isl 2048 --osl 512 [--precision fp8] [--prefix-cached-tokens 600]
-                        [--spec-draft 3 --spec-acceptance 0.7]
+                        [--spec-draft 3 --spec-acceptance 0.7] [--engine trtllm]
                         [--json]
-Many:  farebox estimate --from-csv configs.csv [--out results.csv]
+Many:  farebox estimate --from-csv configs.csv [--out results.csv] [--engine vllm]
        columns model and batch, and accelerator or system; optional: precision, kv_precision,
        tp, pp, dp, ep, isl, osl, prefix_cached_tokens, spec_draft, spec_acceptance (an empty
        cell takes the flag's default); other columns are carried through. A bad row gets
        fits=false and an ``error`` column instead of aborting the file (``api.cli._estimate_csv``).
+
+``--engine`` (trtllm, vllm, sglang; default ``any``, the pooled factors) scales the accelerator's
+efficiency factors by the engine's multipliers (fleet/data/engines.toml, docs/calibration.md); a
+part the engine has no measurements of keeps multipliers 1, and the output says so.
 
 The weight precision defaults to the accelerator's own: its native floating-point format with
 the highest peak tensor throughput (``Accelerator.default_precision``: fp8 on Hopper, fp4 on
@@ -60,6 +64,10 @@ PRECISION_HELP = (
     "format with the highest peak throughput: fp8 on H100/H200/MI300X/MI325X/Gaudi 3, fp4 on "
     "B200/GB200, bf16 on TPU, LPU and WSE-3)"
 )
+ENGINE_HELP = (
+    "serving engine whose efficiency multipliers apply: trtllm, vllm or sglang (default: any, "
+    "the factors pooled over all three)"
+)
 DEFAULTS: dict[str, int | float] = {
     "tp": 1,
     "pp": 1,
@@ -103,6 +111,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DEFAULTS["spec_acceptance"],
         help="per-token acceptance a",
     )
+    p.add_argument("--engine", default="any", help=ENGINE_HELP)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--from-csv", type=Path, help="estimate every row of this CSV")
     p.add_argument("--out", type=Path, help="with --from-csv: write results here (default stdout)")
@@ -116,9 +125,13 @@ def run(args: argparse.Namespace) -> int:
         from api.cli._estimate_csv import run_csv
 
         output_file(args.out, "--out")
-        return run_csv(load_catalog(), args.from_csv, args.out)
+        catalog = load_catalog()
+        check_engine(catalog, args.engine)
+        return run_csv(catalog, args.from_csv, args.out, engine=args.engine)
+    from fleet.catalog import PRECISIONS
     from fleet.perf.arrays import build_arrays
     from fleet.perf.configs import make_configs
+    from fleet.perf.engines import engine_arrays, engine_note
     from fleet.perf.explain import describe_problem
     from fleet.perf.model import estimate
 
@@ -128,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if (args.accelerator is None) == (args.system is None):
         raise InputError("give --accelerator or --system")
     catalog = load_catalog()
+    check_engine(catalog, args.engine)
     system = (
         catalog.system(args.system) if args.system else catalog.default_system(args.accelerator)
     )
@@ -148,11 +162,14 @@ def run(args: argparse.Namespace) -> int:
         spec_draft_tokens=args.spec_draft,
         spec_acceptance=args.spec_acceptance,
     )
-    est = estimate(build_arrays(catalog), configs)
+    est = estimate(engine_arrays(catalog, build_arrays(catalog), args.engine), configs)
     message = describe_problem(catalog, configs, est, 0)
     if message is not None:
         raise InputError(message)
     row = result_row(configs, est, 0)
+    row["engine"] = args.engine
+    precision = PRECISIONS[int(configs.weight_precision[0])]
+    row["engine_note"] = engine_note(catalog, args.engine, system.accelerator, [precision])
     if args.json:
         import json
 
@@ -160,6 +177,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_table(catalog, configs, row))
     return 0
+
+
+def check_engine(catalog: Catalog, engine: str) -> None:
+    """One-line error naming ``--engine`` for an engine the catalog does not have."""
+    if engine not in catalog.engine_ids:
+        raise InputError(
+            f"--engine: unknown engine {engine!r}; known: {', '.join(catalog.engine_ids)}"
+        )
 
 
 def result_row(configs: Configs, est: Estimate, i: int) -> dict[str, Any]:
@@ -232,5 +257,9 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
         f"  tokens/s per user        {row['tokens_per_s_per_user']:.1f}",
         f"  tokens/s per device      {row['tokens_per_s_per_device']:.1f}",
         f"  tokens/s per replica     {row['tokens_per_s_per_replica']:.1f}",
+        f"  engine                   {row['engine']}"
+        + (" (pooled factors)" if row["engine"] == "any" else ""),
     ]
+    if row["engine_note"]:
+        lines.append(f"  note: {row['engine_note']}")
     return "\n".join(lines)

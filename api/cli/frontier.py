@@ -1,7 +1,7 @@
 """``farebox frontier``: the throughput-vs-interactivity Pareto frontier of one model on one system.
 
     farebox frontier --model llama-3.1-70b --accelerator h100-sxm [--isl 1024 --osl 256]
-                     [--precision fp8 ...] [--spec 3:0.7] [--csv F] [--png F]
+                     [--precision fp8 ...] [--spec 3:0.7] [--engine trtllm] [--csv F] [--png F]
 
 Evaluates every valid layout x precision x batch (``fleet.perf.frontier``), prints the frontier as
 a table (fastest per user first), and optionally writes it as CSV and as a chart: tokens/s per
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from api.cli._output import output_file, write_error
+from api.cli.estimate import ENGINE_HELP, check_engine
 from fleet.errors import InputError
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--spec", action="append", default=[], help="speculative option k:a, e.g. 3:0.7 (repeat)"
     )
+    p.add_argument("--engine", default="any", help=ENGINE_HELP)
     p.add_argument("--csv", type=Path, help="write the frontier as CSV")
     p.add_argument("--png", type=Path, help="write the frontier chart as PNG")
     p.set_defaults(run=run)
@@ -57,12 +59,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     from fleet.catalog import load_catalog
     from fleet.perf.arrays import build_arrays
+    from fleet.perf.engines import engine_arrays, engine_note
     from fleet.perf.frontier import frontier
 
     output_file(args.csv, "--csv")
     output_file(args.png, "--png")
     catalog = load_catalog()
     catalog.model(args.model)
+    check_engine(catalog, args.engine)
     if (args.accelerator is None) == (args.system is None):
         raise InputError("give --accelerator or --system")
     system = (
@@ -73,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     spec = [(0, 0.0)] + [_spec(s) for s in args.spec]
     front = frontier(
         catalog,
-        build_arrays(catalog),
+        engine_arrays(catalog, build_arrays(catalog), args.engine),
         args.model,
         system.id,
         isl=args.isl,
@@ -87,8 +91,12 @@ def run(args: argparse.Namespace) -> int:
         )
     rows = _rows(front)
     print(
-        f"{args.model} on {system.id}, isl {args.isl}, osl {args.osl}: {len(rows)} frontier points"
+        f"{args.model} on {system.id}, isl {args.isl}, osl {args.osl}, engine {args.engine}: "
+        f"{len(rows)} frontier points"
     )
+    note = engine_note(catalog, args.engine, system.accelerator)
+    if note:
+        print(f"note: {note}")
     print(
         f"{'layout':34s} {'tok/s/user':>11s} {'tok/s/device':>13s} {'TPOT ms':>9s} "
         f"{'TTFT ms':>9s} {'devices':>8s}  bound"

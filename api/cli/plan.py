@@ -128,7 +128,8 @@ def _assignment_rows(assignments: list[Assignment]) -> list[list[str]]:
                 f"{a.family}/{a.tier}",
                 a.variant,
                 f"{layout} {a.precision}"
-                + (f" spec{a.spec_draft_tokens}" if a.spec_draft_tokens else ""),
+                + (f" spec{a.spec_draft_tokens}" if a.spec_draft_tokens else "")
+                + (f" {a.engine}" if a.engine != "any" else ""),
                 str(a.batch_cap),
                 str(a.replicas),
                 str(a.systems),

@@ -1,4 +1,5 @@
-"""``/v1/catalog``: the accelerators, systems and models farebox knows, with their sources.
+"""``/v1/catalog``: the accelerators, systems, models and serving engines farebox knows, with their
+sources.
 
 The catalog does not change while the server runs, so each list is encoded to JSON once when the
 app is built (``EncodedCatalog``) and served as bytes; the OpenAPI schema still describes the
@@ -13,6 +14,7 @@ import msgspec
 from litestar import Controller, Response, get
 from litestar.di import NamedDependency
 
+from fleet.catalog.engines import Engine
 from fleet.catalog.load import Catalog
 from fleet.catalog.schema import Accelerator, Model, System
 
@@ -24,6 +26,7 @@ class EncodedCatalog:
     accelerators: bytes
     systems: bytes
     models: bytes
+    engines: bytes
 
     @classmethod
     def of(cls, catalog: Catalog) -> EncodedCatalog:
@@ -31,6 +34,7 @@ class EncodedCatalog:
             accelerators=msgspec.json.encode(tuple(catalog.accelerators.values())),
             systems=msgspec.json.encode(tuple(catalog.systems.values())),
             models=msgspec.json.encode(tuple(catalog.models.values())),
+            engines=msgspec.json.encode(tuple(catalog.engines.values())),
         )
 
 
@@ -55,3 +59,13 @@ class CatalogController(Controller):
         self, catalog_json: NamedDependency[EncodedCatalog]
     ) -> Response[tuple[Model, ...]]:
         return Response(catalog_json.models, media_type=JSON)  # type: ignore[arg-type]
+
+    @get(
+        "/engines",
+        operation_id="listEngines",
+        summary='Serving engines and their multipliers on the pooled factors (besides "any")',
+    )
+    async def engines(
+        self, catalog_json: NamedDependency[EncodedCatalog]
+    ) -> Response[tuple[Engine, ...]]:
+        return Response(catalog_json.engines, media_type=JSON)  # type: ignore[arg-type]

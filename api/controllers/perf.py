@@ -23,14 +23,17 @@ from api.perf_wire import (
     EstimateResponse,
     FrontierRequest,
     FrontierResponse,
+    check_engine,
     check_frontier_size,
     check_model,
+    engine_notes,
     resolve_system,
     rows,
     to_configs,
 )
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays
+from fleet.perf.engines import engine_arrays
 from fleet.perf.frontier import frontier
 from fleet.perf.model import estimate
 
@@ -59,8 +62,14 @@ class PerfController(Controller):
         data: JSONBody[EstimateRequest],
     ) -> EstimateResponse:
         def run() -> EstimateResponse:
+            check_engine(catalog, data.engine)
             configs = to_configs(catalog, data.configs)
-            return EstimateResponse(rows=rows(catalog, configs, estimate(arrays, configs)))
+            est = estimate(engine_arrays(catalog, arrays, data.engine), configs)
+            return EstimateResponse(
+                rows=rows(catalog, configs, est),
+                engine=data.engine,
+                engine_notes=engine_notes(catalog, data.engine, configs),
+            )
 
         return await compute.run(run)
 
@@ -80,11 +89,12 @@ class PerfController(Controller):
     ) -> FrontierResponse:
         def run() -> FrontierResponse:
             check_model(catalog, data.model, "$")
+            check_engine(catalog, data.engine)
             system = resolve_system(catalog, data.system, data.accelerator, "$")
             check_frontier_size(catalog, data, system)
             front = frontier(
                 catalog,
-                arrays,
+                engine_arrays(catalog, arrays, data.engine),
                 data.model,
                 system,
                 isl=data.isl,
@@ -97,6 +107,8 @@ class PerfController(Controller):
                 model=data.model,
                 system=system,
                 rows=rows(catalog, front.configs, front.estimate),
+                engine=data.engine,
+                engine_notes=engine_notes(catalog, data.engine, front.configs),
             )
 
         return await compute.run(run)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 import msgspec
 
+from fleet.catalog.engines import POOLED, Engine, EngineFile, engine_problem
 from fleet.catalog.schema import (
     EFFICIENCY_FIGURES,
     TRANSFERRED,
@@ -47,6 +48,9 @@ class Catalog:
     accelerators: dict[str, Accelerator]
     systems: dict[str, System]
     models: dict[str, Model]
+    engines: dict[str, Engine] = field(default_factory=dict)
+    """Serving engines with multipliers on the pooled factors (``fleet.catalog.engines``); the
+    pooled default ``POOLED`` is not among them."""
 
     def accelerator(self, accelerator_id: str) -> Accelerator:
         return _get(self.accelerators, "accelerator", accelerator_id)
@@ -56,6 +60,19 @@ class Catalog:
 
     def model(self, model_id: str) -> Model:
         return _get(self.models, "model", model_id)
+
+    @property
+    def engine_ids(self) -> tuple[str, ...]:
+        """Every engine a request may name: the pooled default first."""
+        return (POOLED, *self.engines)
+
+    def engine(self, engine_id: str) -> Engine | None:
+        """The engine ``engine_id``; None for the pooled default."""
+        if engine_id == POOLED:
+            return None
+        if engine_id not in self.engines:
+            raise UnknownIdError("engine", engine_id, list(self.engine_ids))
+        return self.engines[engine_id]
 
     def default_system(self, accelerator_id: str) -> System:
         """The first system in the catalog built from ``accelerator_id``."""
@@ -151,7 +168,8 @@ def _efficiency_problem(
 
 
 def load_catalog(data_dir: Path | None = None) -> Catalog:
-    """Decode accelerators.toml, systems.toml and models.toml and check cross-references."""
+    """Decode accelerators.toml, systems.toml, models.toml and engines.toml (optional) and check
+    cross-references."""
     root = data_dir or DATA_DIR
     accelerators = _by_id(
         _decode(root / "accelerators.toml", AcceleratorFile).accelerators,
@@ -185,4 +203,15 @@ def load_catalog(data_dir: Path | None = None) -> Catalog:
             raise CatalogError(
                 f"models.toml: $.models[{i}].{problem[0]} (id {model.id!r}): {problem[1]}"
             )
-    return Catalog(accelerators=accelerators, systems=systems, models=models)
+    engines: dict[str, Engine] = {}
+    if (root / "engines.toml").exists():  # absent: only the pooled default
+        engines = _by_id(
+            _decode(root / "engines.toml", EngineFile).engines, "engines.toml", "engines"
+        )
+    for i, engine in enumerate(engines.values()):
+        problem = engine_problem(engine, set(accelerators))
+        if problem is not None:
+            raise CatalogError(
+                f"engines.toml: $.engines[{i}].{problem[0]} (id {engine.id!r}): {problem[1]}"
+            )
+    return Catalog(accelerators=accelerators, systems=systems, models=models, engines=engines)

@@ -16,6 +16,7 @@ components shard differently (DESIGN.md; docs/performance-model.md):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,6 +147,23 @@ class CatalogArrays:
         ):
             column = getattr(acc, name).copy()
             column[rows] = value
+            new[name] = column
+        return dataclasses.replace(self, accelerators=dataclasses.replace(acc, **new))
+
+    def scaled(
+        self, accelerator_ids: tuple[str, ...], multipliers: Mapping[str, float | FloatArray]
+    ) -> CatalogArrays:
+        """A copy with the named ``AcceleratorArrays`` factors of ``accelerator_ids`` multiplied
+        (an engine's factors, ``fleet.perf.engines``); a multiplier broadcasts over the factor's
+        row (one per precision for ``flops_fraction_by_precision``). Fractions stay <= 1."""
+        acc = self.accelerators
+        rows = np.array([acc.ids.index(a) for a in accelerator_ids], dtype=np.int64)
+        new = {}
+        for name, multiplier in multipliers.items():
+            column = getattr(acc, name).copy()
+            column[rows] = column[rows] * multiplier
+            if "fraction" in name:
+                column[rows] = np.minimum(column[rows], 1.0)
             new[name] = column
         return dataclasses.replace(self, accelerators=dataclasses.replace(acc, **new))
 

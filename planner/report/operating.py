@@ -19,6 +19,7 @@ import numpy as np
 
 from fleet.catalog import PRECISIONS, Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.perf.engines import engine_arrays
 from fleet.perf.frontier import pareto_mask
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import FloatArray
@@ -60,6 +61,8 @@ class Curve:
     points: tuple[Point, ...]
     tier_floors: tuple[tuple[str, float], ...]
     """(tier, tokens/s per user floor) of the tiers chosen on this curve that have one."""
+    engine: str = "any"
+    """The serving engine whose factors the curve is evaluated with."""
 
 
 def _label(tp: int, pp: int, dp: int, ep: int, precision: str, batch: int, spec: int) -> str:
@@ -76,12 +79,12 @@ def operating_curves(
     arrays: CatalogArrays | None = None,
     max_curves: int = 4,
 ) -> list[Curve]:
-    """Curves of the ``max_curves`` busiest (family, model, system) triples of the plan."""
+    """Curves of the ``max_curves`` busiest (family, model, system, engine) of the plan."""
     system_of = {p.id: p.system for p in scenario.fleet.pools}
     demand_of = {d.family: d for d in scenario.demand}
-    served: dict[tuple[str, str, str], float] = {}
+    served: dict[tuple[str, str, str, str], float] = {}
     for a in plan.assignments:
-        key = (a.family, a.variant, system_of[a.pool])
+        key = (a.family, a.variant, system_of[a.pool], a.engine)
         served[key] = served.get(key, 0.0) + a.served_tokens_per_s / max(plan.periods, 1)
     busiest = sorted(served, key=lambda k: -served[k])[:max_curves]
     if not busiest:
@@ -90,13 +93,13 @@ def operating_curves(
     search = scenario.options.search
     batches = tuple(sorted(set(search.batch_caps) | set(DENSE_BATCHES)))
     curves = []
-    for family, model, system in busiest:
+    for family, model, system, engine in busiest:
         d = demand_of[family]
         isl, cached = token_profile(d)
         osl = max(1, round(d.mean_output_tokens))
         configs, est = evaluate_grid(
             catalog,
-            arrays,
+            engine_arrays(catalog, arrays, engine),
             model,
             system,
             batches=batches,
@@ -125,7 +128,12 @@ def operating_curves(
         }
         chosen: dict[tuple[str, tuple[int, int, int, int, str, int, int]], float] = {}
         for a in plan.assignments:
-            if (a.family, a.variant, system_of[a.pool]) != (family, model, system):
+            if (a.family, a.variant, system_of[a.pool], a.engine) != (
+                family,
+                model,
+                system,
+                engine,
+            ):
                 continue
             key = (a.tp, a.pp, a.dp, a.ep, a.precision, a.batch_cap, a.spec_draft_tokens)
             chosen[(a.tier, key)] = chosen.get((a.tier, key), 0.0) + a.served_tokens_per_s
@@ -154,13 +162,14 @@ def operating_curves(
                 system=system,
                 isl=isl,
                 osl=osl,
-                served_output_tokens_per_s=served[(family, model, system)],
+                served_output_tokens_per_s=served[(family, model, system, engine)],
                 grid_user=user,
                 grid_device=device,
                 frontier_user=user[front],
                 frontier_device=device[front],
                 points=points,
                 tier_floors=tier_floors,
+                engine=engine,
             )
         )
     return curves

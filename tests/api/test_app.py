@@ -62,6 +62,13 @@ def test_catalog_lists_every_entry(client: TestClient[Any], kind: str) -> None:
     assert all(entry["sources"] for entry in r.json())
 
 
+def test_catalog_lists_the_engines_with_sources(client: TestClient[Any]) -> None:
+    r = client.get("/v1/catalog/engines")
+    assert r.status_code == 200
+    assert [entry["id"] for entry in r.json()] == list(load_catalog().engines)
+    assert all(f["sources"] for entry in r.json() for f in entry["factors"])
+
+
 def test_openapi_schema_documents_the_scenario_body(client: TestClient[Any]) -> None:
     spec = client.get("/schema/openapi.json").json()
     post = spec["paths"]["/v1/plans"]["post"]
@@ -133,6 +140,12 @@ BAD_BODIES = [
         _with(["families", 0, "flagship"], "llama-9-9000b"),
         "$.families[0].flagship",
         "unknown model 'llama-9-9000b'",
+    ),
+    (
+        "unknown engine id",
+        _with(["options", "search"], {"engines": ["trtllm", "tgi"]}),
+        "$.options.search.engines[1]",
+        "unknown engine 'tgi'",
     ),
     (
         "missing field",

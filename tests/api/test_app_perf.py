@@ -87,6 +87,13 @@ def test_frontier_is_pareto(client: TestClient[Any]) -> None:
         ),
         ("/v1/estimate", {"configs": [{"model": MODEL}]}, 422, "$.configs[0]"),
         ("/v1/frontier", {"model": MODEL, "system": "nope"}, 422, "$.system"),
+        (
+            "/v1/estimate",
+            {"configs": [{"model": MODEL, "accelerator": ACC}], "engine": "tgi"},
+            422,
+            "$.engine",
+        ),
+        ("/v1/frontier", {"model": MODEL, "accelerator": ACC, "engine": "tgi"}, 422, "$.engine"),
         ("/v1/frontier", {"model": MODEL, "accelerator": ACC, "batches": [0]}, 400, "$.batches[0]"),
     ],
 )
@@ -101,3 +108,23 @@ def test_bad_perf_requests_name_the_field(
 def test_malformed_json_is_400(client: TestClient[Any], tmp_path: Path) -> None:
     r = client.post("/v1/estimate", content=b"{nope", headers={"content-type": "application/json"})
     assert r.status_code == 400
+
+
+def test_an_engine_moves_the_estimate_and_says_what_is_not_measured(
+    client: TestClient[Any],
+) -> None:
+    configs = [
+        {"model": MODEL, "accelerator": ACC, "batch": 32, "precision": "bf16"},
+        {"model": MODEL, "accelerator": "mi300x", "batch": 32},
+    ]
+    pooled = client.post("/v1/estimate", json={"configs": configs}).json()
+    assert pooled["engine"] == "any" and pooled["engine_notes"] == []
+    sglang = client.post("/v1/estimate", json={"configs": configs, "engine": "sglang"}).json()
+    assert sglang["engine"] == "sglang"
+    assert sglang["rows"][0]["tpot_ms"] != pooled["rows"][0]["tpot_ms"]  # measured on H100
+    assert sglang["rows"][1]["tpot_ms"] == pooled["rows"][1]["tpot_ms"]  # not on MI300X
+    assert any("no measurements on mi300x" in n for n in sglang["engine_notes"])
+    front = client.post(
+        "/v1/frontier", json={"model": MODEL, "accelerator": ACC, "engine": "trtllm"}
+    ).json()
+    assert front["engine"] == "trtllm" and front["rows"]

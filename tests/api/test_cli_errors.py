@@ -164,3 +164,11 @@ def test_broken_pipe_exits_quietly(tmp_path: Path) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == EXIT_BROKEN_PIPE
     assert err == ""
+
+
+@pytest.mark.parametrize("command", ["estimate", "frontier"])
+def test_unknown_engine(capsys, command: str) -> None:
+    argv = FRONTIER if command == "frontier" else [
+        "estimate", "--model", "llama-3.1-8b", "--accelerator", "h100-sxm", "--batch", "8"
+    ]  # fmt: skip
+    one_line_exit_2(capsys, [*argv, "--engine", "tgi"], "--engine: unknown engine 'tgi'")

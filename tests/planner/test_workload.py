@@ -43,7 +43,7 @@ def test_workload_counts_the_grids_screen_evaluates(
                 spec=model_spec(catalog, model, spec),  # as evaluate_grid builds it
             )
         )
-        for model, system, isl, _, osl in work.keys
+        for model, system, isl, _, osl, _ in work.keys
     )
     assert work.configurations == built_rows
     # every (family, tier, variant, pool) group screened checks its grid's rows once

@@ -1,0 +1,121 @@
+"""Serving engines (TensorRT-LLM, vLLM, SGLang) as a catalog dimension: ``fleet/data/engines.toml``.
+
+The accelerators' efficiency factors are one pooled fit over serving runs of all three engines
+(docs/calibration.md). An engine entry scales those factors, per accelerator family where data
+exist, by multipliers: ``bandwidth`` (achievable memory bandwidth), ``flops`` per weight precision,
+``link`` (achievable link bandwidth), ``step_overhead``, ``layer_overhead`` and
+``collective_overhead`` (fixed costs). A multiplier left out (``None``) was not measured and
+counts as 1; ``EngineFactors.not_measured`` lists them so faces can say so. An accelerator no
+entry names takes multipliers 1 (not measured). The pooled default ``POOLED`` is not in the file:
+it is the accelerators' factors as they are.
+
+Every multiplier given carries its source in the entry's ``sources`` table, keyed by multiplier
+name (``flops`` covers every precision of the flops table).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from fleet.catalog.schema import Frozen, Id, Precision
+
+POOLED = "any"
+"""The engine id of the pooled factors (no multiplier): what the catalog's factors are."""
+MULTIPLIERS: tuple[str, ...] = (
+    "bandwidth",
+    "flops",
+    "link",
+    "step_overhead",
+    "layer_overhead",
+    "collective_overhead",
+)
+Multiplier = Annotated[float, Meta(ge=0.1, le=10.0)]
+EngineBasis = Literal["fitted-on-runs", "runs-and-kernel-ratios"]
+"""Where an entry's multipliers come from (docs/calibration.md, "Engines"):
+- fitted-on-runs: fitted end to end on measured serving runs of this engine on these parts;
+- runs-and-kernel-ratios: no runs of these parts: the engine's multipliers fitted on another
+  family's runs, with each kernel part (GEMM, all-reduce) moved by how this engine's measured
+  kernels on these parts compare with its kernels on the fitted family."""
+
+
+class FlopsMultipliers(Frozen, kw_only=True):
+    """Multiplier on the flops fraction per weight precision; absent = not measured (1)."""
+
+    bf16: Multiplier | None = None
+    fp8: Multiplier | None = None
+    fp4: Multiplier | None = None
+    int8: Multiplier | None = None
+    int4: Multiplier | None = None
+
+    def get(self, precision: Precision) -> float | None:
+        return getattr(self, precision)
+
+
+class EngineFactors(Frozen, kw_only=True):
+    """One engine's multipliers on the pooled factors of ``accelerators``."""
+
+    accelerators: Annotated[tuple[Id, ...], Meta(min_length=1)]
+    basis: EngineBasis
+    bandwidth: Multiplier | None = None
+    flops: FlopsMultipliers = FlopsMultipliers()
+    link: Multiplier | None = None
+    step_overhead: Multiplier | None = None
+    layer_overhead: Multiplier | None = None
+    collective_overhead: Multiplier | None = None
+    sources: dict[str, str]
+
+    def not_measured(self) -> tuple[str, ...]:
+        """Multipliers left at 1 because no data measure them (``flops.<precision>`` for
+        precisions)."""
+        out = [name for name in MULTIPLIERS if name != "flops" and getattr(self, name) is None]
+        out += [f"flops.{p}" for p in self.flops.__struct_fields__ if self.flops.get(p) is None]
+        return tuple(out)
+
+
+class Engine(Frozen, kw_only=True):
+    id: Id
+    name: str
+    versions: str
+    """The versions behind the figures (serving runs and kernel tables)."""
+    factors: tuple[EngineFactors, ...] = ()
+
+    def factors_for(self, accelerator_id: str) -> EngineFactors | None:
+        """This engine's multipliers on ``accelerator_id``; None = not measured there."""
+        for f in self.factors:
+            if accelerator_id in f.accelerators:
+                return f
+        return None
+
+
+class EngineFile(Frozen, kw_only=True):
+    engines: tuple[Engine, ...]
+
+
+def engine_problem(engine: Engine, accelerators: set[str]) -> tuple[str, str] | None:
+    """(path below the entry, problem) for a rule msgspec cannot express, else None."""
+    if engine.id == POOLED:
+        return "id", f"{POOLED!r} is the pooled default and cannot be redefined"
+    seen: set[str] = set()
+    for j, f in enumerate(engine.factors):
+        for acc in f.accelerators:
+            if acc not in accelerators:
+                return f"factors[{j}].accelerators", f"unknown accelerator {acc!r}"
+            if acc in seen:
+                return f"factors[{j}].accelerators", f"{acc!r} is in two factor entries"
+            seen.add(acc)
+        given = [n for n in MULTIPLIERS if n != "flops" and getattr(f, n) is not None]
+        if any(f.flops.get(p) is not None for p in f.flops.__struct_fields__):
+            given.append("flops")
+        missing = [n for n in given if n not in f.sources]
+        if missing:
+            return f"factors[{j}].sources", f"no source for {missing}"
+    return None
+
+
+def decode_engines(path: Path) -> EngineFile:
+    """The decoded file; raises msgspec errors (the catalog loader words them)."""
+    return msgspec.toml.decode(path.read_bytes(), type=EngineFile)

@@ -1,0 +1,373 @@
+"""Fit each serving engine's multipliers on the pooled Hopper factors, on the measured runs.
+
+The catalog's Hopper factors are one pooled fit over runs of TensorRT-LLM, vLLM and SGLang
+(``fleet.perf.calibrate``). Here each engine gets multipliers on those factors (``bandwidth``,
+``flops`` per precision the engine's runs exercise, ``link``, ``step_overhead``,
+``collective_overhead``), fitted on that engine's runs only, with the same objective as the pooled
+fit (log errors of TPOT and tokens/s per GPU, soft-L1) plus a weak prior pulling each log
+multiplier to 0 (``PRIOR_SD``), so a multiplier the runs barely see stays near 1. No per-model or
+per-row factor. ``layer_overhead`` is not fitted: the pooled value is 0, a multiplier cannot move
+it.
+
+Held-out split: a seeded quarter (``SEED``) of each engine's run series — a series is one
+(model, GPU, precision, layout, input and output length), all its concurrencies together — is
+never seen by the fit and only scored. Rows the model rejects and the rows labelled multi-node
+(which repeat single-node runs, docs/calibration.md) are left out.
+
+Blackwell (b200, gb200) has per-engine kernel tables but no runs: each kernel part of an engine's
+Hopper multiplier is moved by how that engine's kernels compare with TensorRT-LLM's on the part,
+against the same comparison on Hopper (``fleet.perf.kernel_engines``):
+    m_blackwell = m_hopper x (e / trtllm on the part) / (e / trtllm on Hopper),
+for bandwidth (GEMM BF16 weight streaming), flops per precision (GEMM of that precision; FP4,
+which Hopper lacks, against Hopper's FP8), link (all-reduce link fraction) and collective overhead
+(all-reduce call latency); the step overhead (serving software) carries over as it is.
+
+    python -m fleet.perf.engine_fit [--csv PATH] [--data build/aic/whl] [--toml]
+                                    [--leave-one-model-out]
+
+prints the error tables (pooled vs per-engine, fit and held-out; with
+``--leave-one-model-out`` also per model left out of every fit) and, with ``--toml``, the
+contents of fleet/data/engines.toml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from fleet.catalog import PRECISIONS, Catalog, load_catalog
+from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, with_factors
+from fleet.perf.engines import apply
+from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
+from fleet.perf.model import estimate
+
+ENGINES = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
+"""Engine id (the CSV's ``backend``) -> name."""
+SEED = 20260
+HELD_OUT_FRACTION = 0.25
+PRIOR_SD = 0.1
+"""Standard deviation of the prior on each log multiplier: a multiplier moves only as far as
+many rows agree (0.25 and 0.5 fit vLLM's and TensorRT-LLM's held-out rows worse)."""
+BOUNDS = (0.25, 4.0)
+NODE_GPUS = 8
+BLACKWELL = ("b200", "gb200")
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    rows: np.ndarray
+    """Evaluated single-node rows (indices into the runs)."""
+    held_out: np.ndarray
+    """Boolean per entry of ``rows``."""
+    engine: np.ndarray
+    """Engine id per entry of ``rows``."""
+
+
+def split(arrays: CatalogArrays, runs: MeasuredRuns) -> Split:
+    """The rows the fit may use, and the seeded held-out quarter of each engine's series."""
+    c = runs.configs
+    rows = errors(arrays, runs).rows
+    rows = rows[(c.tp * c.dp * c.pp)[rows] <= NODE_GPUS]
+    engine = np.asarray(runs.backend)[rows]
+    series = [
+        (runs.model_ids[i], runs.system_ids[i], int(c.weight_precision[i]), int(c.tp[i]),
+         int(c.pp[i]), int(c.dp[i]), int(c.ep[i]), int(c.isl[i]), int(c.osl[i]))
+        for i in rows
+    ]  # fmt: skip
+    held = np.zeros(len(rows), dtype=bool)
+    for e in sorted(set(engine.tolist())):
+        mine = sorted({s for s, x in zip(series, engine, strict=True) if x == e})
+        rng = np.random.default_rng(SEED)
+        pick = set(
+            map(tuple, np.asarray(mine, dtype=object)[rng.random(len(mine)) < HELD_OUT_FRACTION])
+        )
+        held |= np.asarray([x == e and s in pick for s, x in zip(series, engine, strict=True)])
+    return Split(rows=rows, held_out=held, engine=engine)
+
+
+def compute_precisions(runs: MeasuredRuns, arrays: CatalogArrays, rows: np.ndarray) -> list[str]:
+    """Precisions whose tensor-core rate the rows' GEMMs run at (weight-only -> BF16)."""
+    acc = arrays.accelerators
+    a = arrays.systems.accelerator[runs.configs.system[rows]]
+    wp = runs.configs.weight_precision[rows]
+    col = np.where(acc.native[a, wp], wp, PRECISIONS.index("bf16"))
+    return [PRECISIONS[p] for p in sorted(set(col.tolist()))]
+
+
+def parameter_names(runs: MeasuredRuns, arrays: CatalogArrays, rows: np.ndarray) -> list[str]:
+    names = ["bandwidth"] + [f"flops.{p}" for p in compute_precisions(runs, arrays, rows)]
+    if np.any((runs.configs.tp * runs.configs.dp)[rows] > 1):
+        names += ["link", "collective_overhead"]
+    return [*names, "step_overhead"]
+
+
+def fit_engine(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray) -> dict[str, float]:
+    """One engine's multipliers on the pooled factors, fitted on ``rows``."""
+    names = parameter_names(runs, arrays, rows)
+    configs = runs.configs.take(rows)
+    tpot, tput = runs.tpot_s[rows], runs.tokens_per_s_per_gpu[rows]
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        est = estimate(apply(arrays, HOPPER, dict(zip(names, np.exp(x), strict=True))), configs)
+        return np.concatenate(
+            [np.log(est.tpot_s / tpot), np.log(est.tokens_per_s_per_device / tput), x / PRIOR_SD]
+        )
+
+    lo, hi = math.log(BOUNDS[0]), math.log(BOUNDS[1])
+    result = least_squares(
+        residuals, x0=np.zeros(len(names)), bounds=(lo, hi), loss="soft_l1", f_scale=0.2
+    )
+    if not result.success:
+        raise RuntimeError(f"engine fit did not converge: {result.message}")
+    return {n: float(v) for n, v in zip(names, np.exp(result.x), strict=True)}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineErrors:
+    """Median absolute errors of one engine's rows on one side of the split."""
+
+    engine: str
+    side: str
+    rows: int
+    pooled: tuple[float, float, float]
+    """TPOT, tokens/s per GPU, TTFT with the pooled factors."""
+    engine_factors: tuple[float, float, float]
+    """The same with the engine's multipliers."""
+
+
+def _medians(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray) -> tuple[float, ...]:
+    est = estimate(arrays, runs.configs.take(rows))
+    return tuple(
+        float(np.median(np.abs(model / measured - 1.0)))
+        for model, measured in (
+            (est.tpot_s, runs.tpot_s[rows]),
+            (est.tokens_per_s_per_device, runs.tokens_per_s_per_gpu[rows]),
+            (est.ttft_burst_s, runs.ttft_s[rows]),
+        )
+    )
+
+
+def fit_all(
+    arrays: CatalogArrays, runs: MeasuredRuns
+) -> tuple[dict[str, dict[str, float]], list[EngineErrors]]:
+    """Every engine's Hopper multipliers (fitted on its fit split) and the error table."""
+    s = split(arrays, runs)
+    fitted: dict[str, dict[str, float]] = {}
+    table: list[EngineErrors] = []
+    for e in ENGINES:
+        mine = s.engine == e
+        fitted[e] = fit_engine(arrays, runs, s.rows[mine & ~s.held_out])
+        engine_arrays = apply(arrays, HOPPER, fitted[e])
+        for side, mask in (("fit", mine & ~s.held_out), ("held-out", mine & s.held_out)):
+            rows = s.rows[mask]
+            table.append(
+                EngineErrors(
+                    e,
+                    side,
+                    len(rows),
+                    _medians(arrays, runs, rows),  # type: ignore[arg-type]
+                    _medians(engine_arrays, runs, rows),  # type: ignore[arg-type]
+                )
+            )
+    return fitted, table
+
+
+def _subset(runs: MeasuredRuns, rows: np.ndarray) -> MeasuredRuns:
+    def pick(values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(np.asarray(values)[rows].tolist())
+
+    return MeasuredRuns(
+        configs=runs.configs.take(rows),
+        model_ids=pick(runs.model_ids),
+        system_ids=pick(runs.system_ids),
+        backend=pick(runs.backend),
+        tpot_s=runs.tpot_s[rows],
+        ttft_s=runs.ttft_s[rows],
+        tokens_per_s_per_gpu=runs.tokens_per_s_per_gpu[rows],
+    )
+
+
+def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[EngineErrors]:
+    """Per model: the pooled factors re-fitted without it, each engine's multipliers fitted on
+    top without it, both scored on its rows (``side`` = the model): do the engine multipliers
+    carry to a model their fit never saw?"""
+    s = split(arrays, runs)
+    models = np.asarray(runs.model_ids)[s.rows]
+    out: list[EngineErrors] = []
+    for m in sorted(set(models.tolist())):
+        pooled = fit(arrays, _subset(runs, s.rows[models != m]))
+        base = with_factors(arrays, HOPPER, list(pooled.values()))
+        for e in ENGINES:
+            test, train = (s.engine == e) & (models == m), (s.engine == e) & (models != m)
+            if not test.any():
+                continue
+            mine = apply(base, HOPPER, fit_engine(base, runs, s.rows[train]))
+            rows = s.rows[test]
+            out.append(
+                EngineErrors(
+                    e,
+                    m,
+                    len(rows),
+                    _medians(base, runs, rows),  # type: ignore[arg-type]
+                    _medians(mine, runs, rows),  # type: ignore[arg-type]
+                )
+            )
+    return out
+
+
+def kernel_ratios(data: Path, catalog: Catalog) -> dict[tuple[str, str], dict[str, float]]:
+    """(engine, accelerator) -> each kernel part's figure relative to TensorRT-LLM's."""
+    from fleet.perf import kernel_engines as ke
+    from fleet.perf import kernel_tables as kt
+
+    data = kt.find_data(data)
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for acc_id in (*HOPPER, *BLACKWELL):
+        acc = catalog.accelerator(acc_id)
+        figures: dict[str, dict[str, float]] = {}
+        for e in ENGINES:
+            f = {
+                "bandwidth": ke.gemm(data, acc, e, "bf16").params["bandwidth_fraction"],
+                "flops.bf16": ke.gemm(data, acc, e, "bf16").params["flops_fraction"],
+                "flops.fp8": ke.gemm(data, acc, e, "fp8").params["flops_fraction"],
+            }
+            if acc.peak_tflops.fp4:
+                f["flops.fp4"] = ke.gemm(data, acc, e, "fp4").params["flops_fraction"]
+            ar = ke.all_reduce(data, acc, e).params
+            f["link"] = ar["link_fraction"]
+            f["collective_overhead"] = ar["call_us"]
+            figures[e] = f
+        for e in ENGINES:
+            out[(e, acc_id)] = {k: v / figures["trtllm"][k] for k, v in figures[e].items()}
+    return out
+
+
+def blackwell(
+    hopper: dict[str, float], ratios: dict[tuple[str, str], dict[str, float]], e: str, acc: str
+) -> dict[str, float]:
+    """An engine's multipliers on ``acc`` from its Hopper ones and the kernel ratios."""
+
+    def on_hopper(part: str) -> float:
+        return math.exp(sum(math.log(ratios[(e, h)][part]) for h in HOPPER) / len(HOPPER))
+
+    out: dict[str, float] = {}
+    for name, value in hopper.items():
+        if name == "step_overhead":
+            out[name] = value
+            continue
+        out[name] = value * ratios[(e, acc)][name] / on_hopper(name)
+    if "flops.fp8" in hopper and "flops.fp4" in ratios[(e, acc)]:
+        out["flops.fp4"] = (
+            hopper["flops.fp8"] * ratios[(e, acc)]["flops.fp4"] / on_hopper("flops.fp8")
+        )
+    return {k: min(BOUNDS[1], max(BOUNDS[0], v)) for k, v in out.items()}
+
+
+VERSIONS = {
+    "trtllm": "runs 1.0.0rc3-1.3.0rc1; kernel tables 1.3.0rc20",
+    "vllm": "runs 0.11.2-0.18.0; kernel tables 0.24.0",
+    "sglang": "runs 0.5.1-0.5.9; kernel tables 0.5.14",
+}
+RUNS_SOURCE = (
+    "fitted end to end on this engine's measured H100/H200 serving runs "
+    "(measured_calibration.csv), seeded 3/4 of its run series: python -m fleet.perf.engine_fit"
+)
+KERNEL_SOURCE = (
+    "the Hopper multiplier x (this engine / TensorRT-LLM kernel figure here) / (the same on "
+    "Hopper), aiconfigurator-core 0.12.0 kernel tables: python -m fleet.perf.engine_fit"
+)
+STEP_SOURCE = "the Hopper multiplier (serving software, no kernel measures it)"
+
+
+def _toml_factors(accs: Sequence[str], basis: str, m: dict[str, float]) -> list[str]:
+    lines = ["", "[[engines.factors]]", f"accelerators = {list(accs)!r}".replace("'", '"')]
+    lines.append(f'basis = "{basis}"')
+    for name in ("bandwidth", "link", "step_overhead", "collective_overhead"):
+        if name in m:
+            lines.append(f"{name} = {m[name]:.3g}")
+    flops = {k.split(".")[1]: v for k, v in m.items() if k.startswith("flops.")}
+    if flops:
+        cells = ", ".join(f"{p} = {v:.3g}" for p, v in flops.items())
+        lines.append(f"flops = {{ {cells} }}")
+    lines.append("[engines.factors.sources]")
+    for name in ("bandwidth", "flops", "link", "step_overhead", "collective_overhead"):
+        if name in m or (name == "flops" and flops):
+            source = RUNS_SOURCE if basis == "fitted-on-runs" else KERNEL_SOURCE
+            if basis != "fitted-on-runs" and name == "step_overhead":
+                source = STEP_SOURCE
+            lines.append(f'{name} = "{source}"')
+    return lines
+
+
+def engines_toml(
+    fitted: dict[str, dict[str, float]], ratios: dict[tuple[str, str], dict[str, float]]
+) -> str:
+    """fleet/data/engines.toml from the fits (generated: re-run, do not edit by hand)."""
+    lines = [
+        "# Serving engines: multipliers on the pooled efficiency factors (fleet.catalog.engines).",
+        "# Generated by `python -m fleet.perf.engine_fit --toml`; docs/calibration.md, Engines.",
+        "# Accelerators no entry names (and multipliers left out) are not measured: 1.",
+    ]
+    for e, name in ENGINES.items():
+        lines += ["", "[[engines]]", f'id = "{e}"', f'name = "{name}"']
+        lines.append(f'versions = "{VERSIONS[e]}"')
+        lines += _toml_factors(HOPPER, "fitted-on-runs", fitted[e])
+        for acc in BLACKWELL:
+            lines += _toml_factors(
+                (acc,), "runs-and-kernel-ratios", blackwell(fitted[e], ratios, e, acc)
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--csv", type=Path, default=reference_csv(REPO_ROOT))
+    parser.add_argument("--data", type=Path, default=REPO_ROOT / "build" / "aic" / "whl")
+    parser.add_argument("--toml", action="store_true", help="print engines.toml")
+    parser.add_argument(
+        "--leave-one-model-out",
+        action="store_true",
+        help="also score each engine's multipliers on a model left out of both fits (slow)",
+    )
+    args = parser.parse_args(argv)
+    catalog = load_catalog()
+    arrays = build_arrays(catalog)
+    runs = load_measured(catalog, args.csv)
+    fitted, table = fit_all(arrays, runs)
+    ratios = kernel_ratios(args.data, catalog)
+    if args.toml:
+        print(engines_toml(fitted, ratios))
+        return 0
+    print("| engine | split | rows | TPOT pooled / engine | tok/s/GPU pooled / engine "
+          "| TTFT pooled / engine |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|")
+    for t in table:
+        cells = " | ".join(
+            f"{p:.1%} / {q:.1%}" for p, q in zip(t.pooled, t.engine_factors, strict=True)
+        )
+        print(f"| {ENGINES[t.engine]} | {t.side} | {t.rows} | {cells} |")
+    if args.leave_one_model_out:
+        print("\nleave one model out (pooled re-fitted without it too):")
+        for t in leave_one_model_out(arrays, runs):
+            cells = " | ".join(
+                f"{p:.1%} / {q:.1%}" for p, q in zip(t.pooled, t.engine_factors, strict=True)
+            )
+            print(f"| {ENGINES[t.engine]} | {t.side} | {t.rows} | {cells} |")
+    print()
+    for e, m in fitted.items():
+        print(f"{e} hopper: " + ", ".join(f"{k} {v:.3g}" for k, v in m.items()))
+        for acc in BLACKWELL:
+            b = blackwell(m, ratios, e, acc)
+            print(f"{e} {acc}: " + ", ".join(f"{k} {v:.3g}" for k, v in b.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""An engine's factor arrays: the pooled ``CatalogArrays`` scaled by its multipliers.
+
+``engine_arrays(catalog, arrays, engine_id)`` returns ``arrays`` itself for the pooled default
+(``fleet.catalog.engines.POOLED``), so nothing moves unless an engine is picked; otherwise a copy
+whose factors of each accelerator family the engine's entry names are multiplied
+(``CatalogArrays.scaled``). Multipliers map to factor arrays by ``FIELDS``; a new factor array
+(one per weight precision, a KV-read factor, ...) joins by adding its name there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from fleet.catalog import PRECISIONS, Catalog
+from fleet.catalog.engines import EngineFactors
+from fleet.perf.arrays import CatalogArrays
+from fleet.perf.transfer import resolve_efficiency
+
+FIELDS: dict[str, tuple[str, ...]] = {
+    "bandwidth": ("bandwidth_fraction",),
+    "link": ("link_fraction",),
+    "step_overhead": ("step_overhead_s",),
+    "layer_overhead": ("layer_overhead_s",),
+    "collective_overhead": ("collective_overhead_s",),
+}
+"""Multiplier -> the ``AcceleratorArrays`` factors it scales (``flops.<precision>``: below)."""
+
+
+def flat(factors: EngineFactors) -> dict[str, float]:
+    """The multipliers given, by name (``flops.<precision>`` per precision)."""
+    out = {n: getattr(factors, n) for n in FIELDS if getattr(factors, n) is not None}
+    out.update({f"flops.{p}": factors.flops.get(p) for p in PRECISIONS if factors.flops.get(p)})
+    return out  # type: ignore[return-value]
+
+
+def apply(
+    arrays: CatalogArrays, accelerators: Sequence[str], multipliers: Mapping[str, float]
+) -> CatalogArrays:
+    """``arrays`` with ``multipliers`` (names as ``flat``) applied to ``accelerators``."""
+    scale: dict[str, float | np.ndarray] = {}
+    for name, value in multipliers.items():
+        for field in FIELDS.get(name, ()):
+            scale[field] = value
+    flops = np.asarray([multipliers.get(f"flops.{p}", 1.0) for p in PRECISIONS])
+    if np.any(flops != 1.0):
+        scale["flops_fraction_by_precision"] = flops
+        scale["flops_fraction"] = float(flops[PRECISIONS.index("bf16")])
+    return arrays.scaled(tuple(accelerators), scale)
+
+
+def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> CatalogArrays:
+    """The factor arrays of ``engine_id`` (``arrays`` itself for the pooled default)."""
+    engine = catalog.engine(engine_id)
+    if engine is None:
+        return arrays
+    for factors in engine.factors:
+        accs = [a for a in factors.accelerators if a in arrays.accelerators.ids]
+        arrays = apply(arrays, accs, flat(factors))
+    return arrays
+
+
+def engine_note(
+    catalog: Catalog,
+    engine_id: str,
+    accelerator_id: str,
+    precisions: Iterable[str] | None = None,
+) -> str | None:
+    """A sentence when ``engine_id``'s factors on ``accelerator_id`` are not all measured (of the
+    weight ``precisions`` asked for, all when None); None for the pooled default and for fully
+    measured parts."""
+    engine = catalog.engine(engine_id)
+    if engine is None:
+        return None
+    factors = engine.factors_for(accelerator_id)
+    if factors is None:
+        return (
+            f"engine {engine_id}: no measurements on {accelerator_id}; its factors there are the "
+            "pooled ones (multipliers 1)"
+        )
+    acc = catalog.accelerator(accelerator_id)
+    zero_per_layer = resolve_efficiency(catalog)[accelerator_id].layer_overhead_us == 0.0
+    missing = [
+        m
+        for m in factors.not_measured()
+        # flops of precisions the tensor cores do not run, and a multiplier on a zero cost,
+        # change nothing
+        if not (m.startswith("flops.") and m[6:] not in acc.native_precisions)
+        and not (m.startswith("flops.") and precisions is not None and m[6:] not in precisions)
+        and not (m == "layer_overhead" and zero_per_layer)
+    ]
+    if not missing:
+        return None
+    return (
+        f"engine {engine_id} on {accelerator_id}: not measured, multiplier 1: {', '.join(missing)}"
+    )

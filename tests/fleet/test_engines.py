@@ -1,0 +1,145 @@
+"""The engines catalog (fleet/data/engines.toml) loads, refuses bad entries by file, path and id,
+and its factors apply only when an engine is picked: the pooled default is today's arrays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleet.catalog import CatalogError, UnknownIdError, load_catalog
+from fleet.catalog.engines import MULTIPLIERS, POOLED
+from fleet.catalog.load import DATA_DIR, Catalog
+from fleet.perf.arrays import CatalogArrays
+from fleet.perf.configs import make_configs
+from fleet.perf.engines import FIELDS, engine_arrays, engine_note, flat
+from fleet.perf.model import estimate
+from fleet.perf.types import Configs
+
+FILES = ("accelerators.toml", "systems.toml", "models.toml", "engines.toml")
+
+
+def _configs(catalog: Catalog) -> Configs:
+    return make_configs(
+        catalog,
+        model=["llama-3.1-70b", "qwen3-32b", "deepseek-r1", "gpt-oss-120b", "llama-3.1-70b"],
+        system=["hgx-h100-8", "hgx-h200-8", "hgx-b200-8", "hgx-h100-8", "mi300x-8"],
+        tp=[4, 2, 8, 2, 4],
+        ep=[1, 1, 8, 2, 1],
+        precision=["fp8", "bf16", "fp4", "fp4", "fp8"],
+        batch=[32, 16, 64, 8, 32],
+        isl=[2048, 1024, 4096, 1024, 2048],
+        osl=[512, 256, 1024, 1024, 512],
+    )
+
+
+def test_the_catalog_has_the_three_engines_after_the_pooled_default(catalog: Catalog) -> None:
+    assert catalog.engine_ids == (POOLED, "trtllm", "vllm", "sglang")
+    assert catalog.engine(POOLED) is None
+    with pytest.raises(UnknownIdError, match="unknown engine 'tgi'; known: any, trtllm"):
+        catalog.engine("tgi")
+
+
+def test_every_multiplier_given_has_a_source(catalog: Catalog) -> None:
+    for engine in catalog.engines.values():
+        assert engine.factors, engine.id
+        for f in engine.factors:
+            given = flat(f)
+            names = {n.split(".")[0] for n in given}
+            assert names <= set(MULTIPLIERS)
+            assert all(f.sources.get(n) for n in names), (engine.id, f.accelerators)
+            # the fit never measures a per-layer cost (the pooled one is 0)
+            assert "layer_overhead" in f.not_measured()
+
+
+def test_the_pooled_default_is_todays_arrays_exactly(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    configs = _configs(catalog)
+    assert engine_arrays(catalog, arrays, POOLED) is arrays
+    before = estimate(arrays, configs)
+    after = estimate(engine_arrays(catalog, arrays, POOLED), configs)
+    np.testing.assert_array_equal(before.tpot_s, after.tpot_s)
+    np.testing.assert_array_equal(before.tokens_per_s_per_device, after.tokens_per_s_per_device)
+
+
+def test_an_engine_scales_only_the_parts_it_names(catalog: Catalog, arrays: CatalogArrays) -> None:
+    acc = arrays.accelerators
+    for engine_id, engine in catalog.engines.items():
+        scaled = engine_arrays(catalog, arrays, engine_id).accelerators
+        named = {a for f in engine.factors for a in f.accelerators}
+        for i, a in enumerate(acc.ids):
+            for field in ("bandwidth_fraction", "link_fraction", "step_overhead_s"):
+                old, new = getattr(acc, field)[i], getattr(scaled, field)[i]
+                if a not in named:
+                    assert new == old, (engine_id, a, field)
+            f = engine.factors_for(a)
+            if f is not None and f.bandwidth is not None:
+                expected = min(1.0, acc.bandwidth_fraction[i] * f.bandwidth)
+                assert scaled.bandwidth_fraction[i] == pytest.approx(expected)
+            if f is not None and f.flops.fp8 is not None:
+                col = 1  # fp8
+                expected = min(1.0, acc.flops_fraction_by_precision[i, col] * f.flops.fp8)
+                assert scaled.flops_fraction_by_precision[i, col] == pytest.approx(expected)
+        assert set(FIELDS) | {"flops"} == set(MULTIPLIERS)
+
+
+def test_engines_move_the_estimates_where_measured(catalog: Catalog, arrays: CatalogArrays) -> None:
+    configs = _configs(catalog)
+    pooled = estimate(arrays, configs).tpot_s
+    for engine_id in catalog.engines:
+        tpot = estimate(engine_arrays(catalog, arrays, engine_id), configs).tpot_s
+        assert not np.allclose(tpot[:4], pooled[:4]), engine_id  # Hopper and B200: measured
+        assert tpot[4] == pooled[4]  # MI300X: no measurements, multipliers 1
+
+
+def test_notes_say_what_is_not_measured(catalog: Catalog) -> None:
+    assert engine_note(catalog, POOLED, "mi300x") is None
+    assert "no measurements on mi300x" in (engine_note(catalog, "vllm", "mi300x") or "")
+    note = engine_note(catalog, "sglang", "h100-sxm") or ""
+    assert "flops.int8" in note and "flops.fp4" not in note  # fp4 is weight-only on Hopper
+
+
+def _copy(tmp_path: Path, old: str, new: str) -> Path:
+    for name in FILES:
+        (tmp_path / name).write_bytes((DATA_DIR / name).read_bytes())
+    text = (DATA_DIR / "engines.toml").read_text()
+    assert old in text
+    (tmp_path / "engines.toml").write_text(text.replace(old, new, 1))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ('id = "trtllm"', 'id = "any"', r"engines\[0\]\.id \(id 'any'\): 'any' is the pooled"),
+        ('id = "vllm"', 'id = "trtllm"', "duplicate id 'trtllm'"),
+        (
+            'accelerators = ["b200"]',
+            'accelerators = ["b300"]',
+            r"engines\[0\]\.factors\[1\]\.accelerators \(id 'trtllm'\): unknown accelerator",
+        ),
+        (
+            'accelerators = ["b200"]',
+            'accelerators = ["h100-sxm"]',
+            r"factors\[1\]\.accelerators \(id 'trtllm'\): 'h100-sxm' is in two",
+        ),
+        ("[engines.factors.sources]\nbandwidth = ", "[engines.factors.sources]\nx = ", "no source"),
+        ("bandwidth = 1", "bandwidth = 0", r"\$\.engines\[0\]\.factors\[0\]\.bandwidth"),
+        ('basis = "fitted-on-runs"', 'basis = "guessed"', "basis"),
+    ],
+)
+def test_a_broken_engines_file_is_reported_by_file_and_path(
+    tmp_path: Path, old: str, new: str, expected: str
+) -> None:
+    with pytest.raises(CatalogError, match=expected) as err:
+        load_catalog(_copy(tmp_path, old, new))
+    assert str(err.value).startswith("engines.toml: ")
+    assert "\n" not in str(err.value)
+
+
+def test_without_an_engines_file_only_the_pooled_default_exists(tmp_path: Path) -> None:
+    for name in FILES[:3]:
+        (tmp_path / name).write_bytes((DATA_DIR / name).read_bytes())
+    assert load_catalog(tmp_path).engine_ids == (POOLED,)
