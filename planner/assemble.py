@@ -195,6 +195,7 @@ def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
                 ttft_ms=float(ttft_s[i] * 1e3) if np.isfinite(ttft_s[i]) else -1.0,
                 ttft_slo_ms=slo_ms[int(cand.tier[c])],
                 cost_usd=float(cost[i]),
+                disaggregated=det.layout[c],
             )
         )
     out.sort(key=lambda a: (a.period, a.pool, a.family, a.tier))

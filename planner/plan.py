@@ -72,6 +72,10 @@ class Assignment(Frozen, kw_only=True):
     """The tier's TTFT ceiling; None when the tier has none."""
     cost_usd: float
     """Running cost of these systems for the period."""
+    disaggregated: str = ""
+    """For a disaggregated prefill/decode unit: its layout (decode replicas x decode layout +
+    prefill replicas x prefill layout; tp/pp/dp/ep/batch above are the decode replica's and
+    ``replicas`` counts units); '' for aggregated replicas."""
 
 
 def meets_ttft_slo(a: Assignment) -> bool:

@@ -155,6 +155,11 @@ class Search(Frozen, kw_only=True):
         Speculative(draft_tokens=0),
         Speculative(draft_tokens=3, acceptance=0.7),
     )
+    disaggregated: bool = False
+    """Also offer disaggregated prefill/decode units as candidates: k decode replicas fed by m
+    prefill replicas of the same system (``planner.disagg``, docs/performance-model.md). Off by
+    default: it adds up to ``fleet.perf.disagg.unit_bound`` units per search grid to screen and
+    prune (docs/scenario.md has the measured cost)."""
 
 
 class Options(Frozen, kw_only=True):
