@@ -20,6 +20,7 @@ from fleet.catalog import PRECISIONS, Catalog
 from fleet.catalog.schema import Id, Precision
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
+from fleet.perf.disagg import unit_bound
 from fleet.perf.explain import describe_problem
 from fleet.perf.frontier import DEFAULT_BATCHES, supported_precisions
 from fleet.perf.grid import grid_size, search_options
@@ -84,6 +85,10 @@ class FrontierRequest(Frozen):
     speculative: Annotated[tuple[SpecOption, ...], Meta(max_length=16)] = (
         SpecOption(draft_tokens=0, acceptance=0.0),
     )
+    disaggregated: bool = False
+    """Frontier of disaggregated prefill/decode units (k decode replicas fed by m prefill
+    replicas of the system) instead of aggregated replicas; the rows' layout is the decode
+    replica's, ``layouts`` says the whole unit."""
 
 
 class EstimateRow(Frozen):
@@ -136,6 +141,8 @@ class FrontierResponse(Frozen):
     system: str
     rows: tuple[EstimateRow, ...]
     """Pareto-optimal configurations (tokens/s per device vs per user), fastest per user first."""
+    layouts: tuple[str, ...] = ()
+    """With ``disaggregated``: per row, the unit (decode and prefill replicas and layouts)."""
 
 
 def resolve_system(
@@ -166,6 +173,9 @@ def check_frontier_size(catalog: Catalog, data: FrontierRequest, system: str) ->
     n = grid_size(
         catalog, data.model, system, batches=data.batches, precisions=precisions, spec=spec
     )
+    if data.disaggregated:  # the most units the grid can form, also counted before any work
+        acc = catalog.accelerator(catalog.system(system).accelerator)
+        n += unit_bound(sum(1 for p in set(precisions) if acc.runs(p)))
     if n <= MAX_FRONTIER_CONFIGS:
         return
     precs, batches, options = search_options(precisions, data.batches, spec)

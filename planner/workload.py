@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
+from fleet.perf.disagg import unit_bound
 from fleet.perf.grid import grid_size, model_spec, search_options
 from planner.build import GridKey, offers
 from planner.scenario import Scenario
@@ -30,7 +31,8 @@ class Workload:
     keys: frozenset[GridKey]
     """The grids ``screen`` evaluates: (model, system, input tokens, cached tokens, output)."""
     configurations: int
-    """Rows of those grids: each evaluated once and held in memory while building."""
+    """Rows of those grids: each evaluated once and held in memory while building (with
+    ``options.search.disaggregated``, plus the most units each grid can add)."""
     checks: int
     """Configurations x the (family, tier, variant, pool) groups each is screened for."""
 
@@ -55,10 +57,20 @@ def workload(s: Scenario, catalog: Catalog) -> Workload:
                     precisions=search.precisions,
                     spec=model_spec(catalog, model, spec),
                 )
+                if search.disaggregated:
+                    size[(model, system)] += units_of(catalog, system, search.precisions)
             keys.add((model, system, offer.isl, offer.cached, offer.osl))
             checks += n_pools * size[(model, system)]
     configurations = sum(size[(key[0], key[1])] for key in keys)
     return Workload(frozenset(keys), configurations, checks)
+
+
+def units_of(catalog: Catalog, system: str, precisions: tuple[str, ...]) -> int:
+    """Most disaggregated units a grid of ``system`` adds (``fleet.perf.disagg.unit_bound``
+    over the searched precisions the system runs): a bound, known before anything is
+    evaluated."""
+    acc = catalog.accelerator(catalog.system(system).accelerator)
+    return unit_bound(sum(1 for p in set(precisions) if acc.runs(p)))
 
 
 def check_workload(

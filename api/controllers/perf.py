@@ -92,11 +92,13 @@ class PerfController(Controller):
                 precisions=data.precisions,
                 batches=data.batches,
                 spec=tuple((o.draft_tokens, o.acceptance) for o in data.speculative),
+                disaggregated=data.disaggregated,
             )
             return FrontierResponse(
                 model=data.model,
                 system=system,
                 rows=rows(catalog, front.configs, front.estimate),
+                layouts=front.layouts,
             )
 
         return await compute.run(run)
