@@ -72,6 +72,10 @@ class Units:
     """The prefill replica's configuration."""
     estimate: Estimate
     """The unit as one replica (see the module docstring)."""
+    decode_row: IntArray
+    """Row of the decode replica in the grid the units were formed from."""
+    prefill_row: IntArray
+    """Row of the prefill replica in that grid."""
     decode_replicas: IntArray
     prefill_replicas: IntArray
     transfer_s: FloatArray
@@ -236,6 +240,8 @@ def form_units(
         configs=dc,
         prefill=configs.take(p),
         estimate=unit,
+        decode_row=d,
+        prefill_row=p,
         decode_replicas=k.astype(np.int64),
         prefill_replicas=m,
         transfer_s=transfer,
@@ -245,7 +251,9 @@ def form_units(
     )
     units = units.take(keep)
     # Ratios that round to the same unit (small cover steps on a tiny prefill side) once.
-    key = np.stack([d[keep], p[keep], units.decode_replicas, units.prefill_replicas])
+    key = np.stack(
+        [units.decode_row, units.prefill_row, units.decode_replicas, units.prefill_replicas]
+    )
     _, first = np.unique(key, axis=1, return_index=True)
     return units.take(np.sort(first))
 
