@@ -24,7 +24,10 @@ TTFT floor at least as good -> at least as much capacity in every period, by the
 above); (c) headroom computed best-first, skipping rows whose raw capacity (an upper bound on
 theirs) is already matched in every period by a computed row with no more systems; (d) the
 per-period test on what remains. Tiers without a TTFT SLO have no headroom (cap 1): 2-D (systems
-per replica, raw tokens/s per replica). Quality does not differ between candidates of one group (a
+per replica, raw tokens/s per replica). A disaggregated unit (``planner.disagg``) also has a
+ceiling, the most its decode side carries: capacity = min(raw x cap, ceiling), and the ceiling
+joins the criteria of (a) (its own class) and (b) (a fifth criterion); (c) bounds a row by it.
+Quality does not differ between candidates of one group (a
 lossy precision's quality cost sits on its own serving variant, docs/demand.md), so nothing else
 matters to the solver.
 """
