@@ -240,7 +240,7 @@ def prune(cols: Columns, slo: Slo, requests_per_s: FloatArray, osl: float) -> Pr
     # (c) Headroom, best raw capacity per system first; a row whose raw (no-headroom) capacity is
     # at most what a computed row with no more systems delivers in every period is dominated
     # without computing its own.
-    idx = idx[np.argsort(-raw[idx] / spr[idx], kind="stable")]
+    idx = idx[np.argsort(-top[idx] / spr[idx], kind="stable")]
     done: list[np.ndarray] = []
     cap_rows: list[FloatArray] = []
     cap_done = np.empty((0, periods))

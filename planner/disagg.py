@@ -21,6 +21,7 @@ Tiers without a TTFT SLO take min(prefill, decode) full-rate capacity.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -53,15 +54,25 @@ def combine(configs: Configs, est: Estimate, units: Units) -> tuple[Configs, Est
 
 def decode_slot_cap(slots: FloatArray, quantile: float) -> FloatArray:
     """Largest occupancy a / n of n ``slots`` with P(wait) = Erlang C(n, a) <= 1 - quantile."""
-    n = np.asarray(slots, dtype=np.float64)
-    lo, hi = np.zeros_like(n), n.copy()
+    # Slot counts are k x batch: few distinct values, each bisected once per process.
+    distinct, where = np.unique(np.asarray(slots, dtype=np.float64), return_inverse=True)
+    caps = np.asarray([_slot_cap(float(n), float(quantile)) for n in distinct.tolist()])
+    return caps[where.reshape(np.shape(slots))] if caps.size else np.zeros(np.shape(slots))
+
+
+@functools.lru_cache(maxsize=4096)
+def _slot_cap(n: float, quantile: float) -> float:
+    if n <= 0:
+        return 0.0
+    lo, hi = 0.0, n
     tail = 1.0 - quantile
     for _ in range(_BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
-        good = erlang_c(n, mid) <= tail
-        lo = np.where(good, mid, lo)
-        hi = np.where(good, hi, mid)
-    return np.divide(lo, n, out=np.zeros_like(n), where=n > 0)
+        if float(erlang_c(n, mid)) <= tail:
+            lo = mid
+        else:
+            hi = mid
+    return lo / n
 
 
 @dataclass(frozen=True, slots=True)
