@@ -20,6 +20,7 @@ from fleet.catalog import PRECISIONS, Catalog
 from fleet.catalog.schema import Id, Precision
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
+from fleet.perf.disagg import unit_bound
 from fleet.perf.engines import engine_note
 from fleet.perf.explain import describe_problem
 from fleet.perf.frontier import DEFAULT_BATCHES, supported_precisions
@@ -94,6 +95,10 @@ class FrontierRequest(Frozen):
         SpecOption(draft_tokens=0, acceptance=0.0),
     )
     engine: EngineId = "any"
+    disaggregated: bool = False
+    """Frontier of disaggregated prefill/decode units (k decode replicas fed by m prefill
+    replicas of the system) instead of aggregated replicas; the rows' layout is the decode
+    replica's, ``layouts`` says the whole unit."""
 
 
 class EstimateRow(Frozen):
@@ -151,6 +156,8 @@ class FrontierResponse(Frozen):
     """Pareto-optimal configurations (tokens/s per device vs per user), fastest per user first."""
     engine: str = "any"
     engine_notes: tuple[str, ...] = ()
+    layouts: tuple[str, ...] = ()
+    """With ``disaggregated``: per row, the unit (decode and prefill replicas and layouts)."""
 
 
 def resolve_system(
@@ -181,6 +188,9 @@ def check_frontier_size(catalog: Catalog, data: FrontierRequest, system: str) ->
     n = grid_size(
         catalog, data.model, system, batches=data.batches, precisions=precisions, spec=spec
     )
+    if data.disaggregated:  # the most units the grid can form, also counted before any work
+        acc = catalog.accelerator(catalog.system(system).accelerator)
+        n += unit_bound(sum(1 for p in set(precisions) if acc.runs(p)))
     if n <= MAX_FRONTIER_CONFIGS:
         return
     precs, batches, options = search_options(precisions, data.batches, spec)

@@ -330,12 +330,61 @@ def _spec(text: str) -> tuple[int, float]:
     return draft, acceptance
 
 
+def evaluate_disaggregated(
+    catalog: Catalog,
+    arrays: CatalogArrays,
+    evaluations: Sequence[Evaluation],
+    *,
+    batches: Sequence[int] = BATCHES,
+    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+) -> list[Evaluation]:
+    """``evaluations`` where the points published as disaggregated (``disaggregated = "yes"``)
+    also search disaggregated prefill/decode units (``fleet.perf.disagg``), keeping the better
+    of the two figures; the other points unchanged."""
+    out = list(evaluations)
+    for i, e in enumerate(out):
+        p = e.point
+        if p.disaggregated != "yes" or _unsupported(catalog, p) is not None:
+            continue
+        system = catalog.default_system(p.accelerator)
+        front = frontier(
+            catalog,
+            arrays,
+            p.model,
+            system.id,
+            isl=p.isl_tokens,
+            osl=p.osl_tokens,
+            precisions=(p.precision,),
+            batches=batches,
+            spec=spec,
+            disaggregated=True,
+        )
+        unit = _best_at(front, p, system.id)
+        if unit.tokens_per_s_per_gpu is None:
+            continue
+        if e.tokens_per_s_per_gpu is None or unit.tokens_per_s_per_gpu > e.tokens_per_s_per_gpu:
+            j = int(
+                np.flatnonzero(front.estimate.tokens_per_s_per_user == unit.tokens_per_s_per_user)[
+                    0
+                ]
+            )
+            out[i] = Evaluation(
+                p, unit.tokens_per_s_per_gpu, unit.tokens_per_s_per_user, front.layouts[j]
+            )
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     parser.add_argument("--points", type=Path, default=POINTS_FILE, help="points data file")
     parser.add_argument(
         "--spec", action="append", default=[], help="also search speculative option k:a"
+    )
+    parser.add_argument(
+        "--disaggregated",
+        action="store_true",
+        help="points published as disaggregated also search disaggregated units (before/after)",
     )
     args = parser.parse_args(argv)
     try:
@@ -345,7 +394,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     catalog = load_catalog()
-    evaluations = evaluate(catalog, build_arrays(catalog), points, spec=spec)
+    arrays = build_arrays(catalog)
+    evaluations = evaluate(catalog, arrays, points, spec=spec)
+    if args.disaggregated:
+        before = evaluations
+        evaluations = evaluate_disaggregated(catalog, arrays, before, spec=spec)
+        for b, a in zip(before, evaluations, strict=True):
+            if b.point.disaggregated == "yes":
+                print(
+                    f"{b.point.id}: ratio {b.ratio or float('nan'):.2f} aggregated -> "
+                    f"{a.ratio or float('nan'):.2f} with disaggregated units ({a.configuration})"
+                )
     print(render(evaluations, summarize(evaluations), markdown=args.markdown))
     return 0
 

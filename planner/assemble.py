@@ -196,6 +196,7 @@ def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
                 ttft_slo_ms=slo_ms[int(cand.tier[c])],
                 cost_usd=float(cost[i]),
                 engine=str(det.engine[c]),
+                disaggregated=det.layout[c],
             )
         )
     out.sort(key=lambda a: (a.period, a.pool, a.family, a.tier))

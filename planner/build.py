@@ -39,11 +39,13 @@ import numpy as np
 from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.perf.disagg import form_units
 from fleet.perf.engines import engine_arrays, engine_note
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
-from planner.candidates import Columns, Pruned, Slo, eligible, prune
+from planner.candidates import Pruned, Slo, eligible, prune
 from planner.demand import DemandInfo, build_demand, offer_speed
+from planner.disagg import Serving, combine, group_columns, layout_labels
 from planner.reasons import GroupTrace, Reason, unserved_reason
 from planner.scenario import HOURS_PER_WEEK, FamilyDemand, Pool, Scenario
 from planner.scenario_check import check_catalog, family_variants, horizon_hours
@@ -58,6 +60,16 @@ class CandidateDetails:
     tokens_per_s_per_user: FloatArray
     ttft_floor_s: FloatArray
     request_s: FloatArray
+    """Seconds a request holds one of the candidate's queue slots: a batch slot of an aggregated
+    replica (TTFT floor + streaming), a prefill replica of a disaggregated unit (its prefill)."""
+    queue_slots: FloatArray
+    """Queue slots per model replica: the batch of an aggregated replica, the prefill replicas of
+    a disaggregated unit (``planner.disagg``)."""
+    ceiling_tokens_per_s: FloatArray
+    """Output tokens/s per table unit its decode side bounds whatever the queue allows (a
+    disaggregated unit, ``planner.disagg``); inf for aggregated replicas."""
+    layout: tuple[str, ...]
+    """The disaggregated layout of a unit ('' for an aggregated replica)."""
     raw_tokens_per_s_per_replica: FloatArray
     """Without queueing headroom (a full batch, closed loop)."""
     utilization_cap: FloatArray
@@ -129,12 +141,6 @@ def routing_domains(s: Scenario) -> IntArray:
     return np.asarray([regions.index(p.region) for p in s.fleet.pools], dtype=np.int64)
 
 
-def _packing(est: Estimate, rows: IntArray, devices_per_system: int) -> IntArray:
-    """Replicas per unit: as many as fit on one system when a replica is smaller than one."""
-    devices = est.devices_per_replica[rows]
-    return np.where(devices < devices_per_system, devices_per_system // devices, 1).astype(np.int64)
-
-
 GridKey = tuple[str, str, int, int, int, str]
 """(model, system, isl, prefix-cached tokens, osl, engine): one evaluated search grid."""
 
@@ -191,6 +197,8 @@ class Screen:
     no queueing), so the API runs it when a request arrives."""
 
     estimates: dict[GridKey, tuple[Configs, Estimate]]
+    serving: dict[GridKey, Serving]
+    """The grids with disaggregated units appended (``options.search.disaggregated``)."""
     groups: tuple[_Group, ...]
     unservable: frozenset[tuple[int, int, str]]
     reasons: tuple[Reason, ...]
@@ -201,6 +209,7 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
     each tier's SLOs and each pool's size (``pool_max``: most systems of each pool in a period)."""
     search = s.options.search
     estimates: dict[GridKey, tuple[Configs, Estimate]] = {}
+    serving: dict[GridKey, Serving] = {}
     groups: list[_Group] = []
     traces: dict[tuple[int, int, str], GroupTrace] = {}
     promise = {
@@ -226,7 +235,7 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
         ):
             key = (model, pool.system, isl, cached, osl, engine)
             if key not in estimates:
-                estimates[key] = evaluate_grid(
+                grid = evaluate_grid(
                     catalog,
                     engine_factors,
                     model,
@@ -238,6 +247,11 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
                     prefix_cached_tokens=cached,
                     spec=spec,
                 )
+                if search.disaggregated:
+                    units = form_units(engine_factors, *grid)
+                    serving[key] = Serving(units, len(grid[0]))
+                    grid = combine(*grid, units)
+                estimates[key] = grid
             configs, est = estimates[key]
             mask = eligible(est, slo)
             mask &= est.systems_per_replica <= pool_max[p]
@@ -253,7 +267,7 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
             models = [m for (ff, kk, m) in traces if ff == f and kk == k]
             if models and all((f, k, m) in unservable for m in models):
                 reasons.extend(unserved_reason(m, k, tier, traces[(f, k, m)]) for m in models)
-    return Screen(estimates, tuple(groups), unservable, tuple(reasons))
+    return Screen(estimates, serving, tuple(groups), unservable, tuple(reasons))
 
 
 def lowest_demand(
@@ -346,31 +360,29 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     # Requests/s each (family, tier, variant, routing domain) could serve with every system of
     # its pools on its best configuration: no queue of the domain carries more.
     reach: dict[tuple[int, int, int, int], FloatArray] = {}
+    columns = []
     for g, variant in split:
-        _, est = estimates[g.key]
+        configs, est = estimates[g.key]
         devices_per_system = catalog.system(g.key[1]).devices_per_system
-        pack = _packing(est, g.rows, devices_per_system)
-        units = -(-est.devices_per_replica[g.rows] * pack // devices_per_system)
-        per_system = float(np.max(est.tokens_per_s_per_replica[g.rows] * pack / units))
+        gc = group_columns(
+            configs, est, g.rows, devices_per_system, screened.serving.get(g.key), g.slo
+        )
+        columns.append(gc)
+        units = gc.columns.systems_per_unit
+        per_system = float(np.max(gc.raw_tokens_per_s * gc.pack / units))
         key4 = (g.family, g.tier, variant, int(domain[g.pool]))
         served = per_system * inventory.systems_available[g.pool] / float(g.key[4])
         reach[key4] = reach.get(key4, no_load) + served
     parts: list[dict[str, np.ndarray]] = []
+    labels: list[str] = []
     chosen: list[tuple[Configs, Estimate]] = []
     # Pools of one system (regions) and variants share estimates, and a family's tier has one
     # demand: groups with the same rows, SLO and load prune alike, so each is pruned once.
     pruned: dict[tuple[object, ...], Pruned] = {}
-    for g, variant in split:
+    for (g, variant), gc in zip(split, columns, strict=True):
         configs, est = estimates[g.key]
         osl = float(g.key[4])
-        devices_per_system = catalog.system(g.key[1]).devices_per_system
-        pack = _packing(est, g.rows, devices_per_system)
-        cols = Columns(
-            systems_per_unit=-(-est.devices_per_replica[g.rows] * pack // devices_per_system),
-            tokens_per_s_per_unit=est.tokens_per_s_per_replica[g.rows] * pack,
-            request_s=est.request_s[g.rows],
-            ttft_floor_s=est.ttft_floor_s[g.rows],
-        )
+        pack, cols = gc.pack, gc.columns
         # No card sells the tier with this variant: its candidates can serve nothing anyway.
         most = reach[(g.family, g.tier, variant, int(domain[g.pool]))]
         load = np.minimum(lowest.get((g.family, g.tier, variant), no_load), most)
@@ -395,15 +407,21 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
                 "quantile": np.full(n, g.slo.ttft_quantile),
                 "osl": np.full(n, osl),
                 "engine": np.full(n, g.key[5], dtype=object),
+                "slots": gc.queue_slots[kept.rows],
+                "hold": cols.request_s[kept.rows],
+                "raw": gc.raw_tokens_per_s[kept.rows],
+                "ceiling": gc.ceiling_tokens_per_s[kept.rows],
             }
         )
-    tables, details = _assemble(parts, chosen, inventory, demand, s)
+        labels.extend(layout_labels(screened.serving.get(g.key), rows))
+    tables, details = _assemble(parts, chosen, labels, inventory, demand, s)
     return Built(s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start)
 
 
 def _assemble(
     parts: list[dict[str, np.ndarray]],
     chosen: list[tuple[Configs, Estimate]],
+    labels: list[str],
     inventory: Inventory,
     demand: Demand,
     s: Scenario,
@@ -439,8 +457,11 @@ def _assemble(
         configs=configs,
         tokens_per_s_per_user=est.tokens_per_s_per_user,
         ttft_floor_s=est.ttft_floor_s,
-        request_s=est.request_s,
-        raw_tokens_per_s_per_replica=est.tokens_per_s_per_replica,
+        request_s=cat("hold", np.float64),
+        queue_slots=cat("slots", np.float64),
+        ceiling_tokens_per_s=cat("ceiling", np.float64),
+        layout=tuple(labels),
+        raw_tokens_per_s_per_replica=cat("raw", np.float64),
         utilization_cap=cat("cap", np.float64, (periods,)),
         ttft_slo_s=cat("ttft_slo", np.float64),
         ttft_quantile=cat("quantile", np.float64),

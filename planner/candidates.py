@@ -24,7 +24,10 @@ TTFT floor at least as good -> at least as much capacity in every period, by the
 above); (c) headroom computed best-first, skipping rows whose raw capacity (an upper bound on
 theirs) is already matched in every period by a computed row with no more systems; (d) the
 per-period test on what remains. Tiers without a TTFT SLO have no headroom (cap 1): 2-D (systems
-per replica, raw tokens/s per replica). Quality does not differ between candidates of one group (a
+per replica, raw tokens/s per replica). A disaggregated unit (``planner.disagg``) also has a
+ceiling, the most its decode side carries: capacity = min(raw x cap, ceiling), and the ceiling
+joins the criteria of (a) (its own class) and (b) (a fifth criterion); (c) bounds a row by it.
+Quality does not differ between candidates of one group (a
 lossy precision's quality cost sits on its own serving variant, docs/demand.md), so nothing else
 matters to the solver.
 """
@@ -165,14 +168,21 @@ def _frontier_2d(keys: FloatArray) -> BoolArray | None:
 
 
 def _class_skyline(
-    spr: IntArray, slots: FloatArray, request_s: FloatArray, floor_s: FloatArray
+    spr: IntArray,
+    slots: FloatArray,
+    request_s: FloatArray,
+    floor_s: FloatArray,
+    tag: FloatArray | None = None,
 ) -> IntArray:
     """Rows not weakly dominated on (request_s, floor_s) by an earlier row of their own
-    (spr, slots) class (both criteria smaller is better); one row per identical set."""
-    order = np.lexsort((floor_s, request_s, slots, spr))
-    s_spr, s_slots, s_floor = spr[order], slots[order], floor_s[order]
+    (spr, slots, tag) class (both criteria smaller is better); one row per identical set."""
+    tag = np.zeros(spr.shape[0]) if tag is None else tag
+    order = np.lexsort((floor_s, request_s, slots, tag, spr))
+    s_spr, s_slots, s_floor, s_tag = spr[order], slots[order], floor_s[order], tag[order]
     new_class = np.ones(order.shape[0], dtype=bool)
-    new_class[1:] = (s_spr[1:] != s_spr[:-1]) | (s_slots[1:] != s_slots[:-1])
+    new_class[1:] = (
+        (s_spr[1:] != s_spr[:-1]) | (s_slots[1:] != s_slots[:-1]) | (s_tag[1:] != s_tag[:-1])
+    )
     group = np.cumsum(new_class)
     # Running minimum of floor_s over earlier rows of the same class: offset later classes
     # below every earlier one so that earlier classes never decide.
@@ -194,6 +204,9 @@ class Columns:
     """Raw output tokens/s of a unit at a full batch, no headroom."""
     request_s: FloatArray
     ttft_floor_s: FloatArray
+    ceiling_tokens_per_s: FloatArray | None = None
+    """Output tokens/s a unit never exceeds whatever its queue allows (a disaggregated unit's
+    decode side, ``planner.disagg``); None = no bound beyond the queue's."""
 
 
 def prune(cols: Columns, slo: Slo, requests_per_s: FloatArray, osl: float) -> Pruned:
@@ -203,25 +216,31 @@ def prune(cols: Columns, slo: Slo, requests_per_s: FloatArray, osl: float) -> Pr
     raw = cols.tokens_per_s_per_unit
     request_s = cols.request_s
     floor_s = cols.ttft_floor_s
+    ceiling = cols.ceiling_tokens_per_s
     periods = requests_per_s.shape[0]
     everything = np.arange(spr.shape[0])
     if slo.max_ttft_s is None:
-        kept = everything[frontier(np.stack([-spr.astype(np.float64), raw], axis=1))]
+        top = raw if ceiling is None else np.minimum(raw, ceiling)
+        kept = everything[frontier(np.stack([-spr.astype(np.float64), top], axis=1))]
         cap = np.ones((kept.shape[0], periods))
-        return Pruned(kept, cap, raw[kept][:, None] * cap)
+        return Pruned(kept, cap, top[kept][:, None] * cap)
     slots = raw * request_s / osl
     # (a) Within each (systems per unit, slots) class only the 2-D skyline of (request_s, TTFT
-    # floor) can survive (b); it is cheap and shrinks (b)'s input by orders of magnitude.
-    rows = _class_skyline(spr, np.round(slots, 6), request_s, floor_s)
-    # (b) The static sufficient condition on all four criteria.
-    static = np.stack(
-        [-spr[rows].astype(np.float64), slots[rows], -request_s[rows], -floor_s[rows]], axis=1
-    )
-    idx = rows[frontier(static)]
+    # floor) can survive (b); it is cheap and shrinks (b)'s input by orders of magnitude. Rows
+    # with a ceiling only meet rows of the same ceiling.
+    tag = None if ceiling is None else np.where(np.isfinite(ceiling), ceiling, -1.0)
+    rows = _class_skyline(spr, np.round(slots, 6), request_s, floor_s, tag)
+    # (b) The static sufficient condition on all four criteria (five with a ceiling: more of
+    # it never lowers the capacity min(raw x cap, ceiling)).
+    criteria = [-spr[rows].astype(np.float64), slots[rows], -request_s[rows], -floor_s[rows]]
+    if ceiling is not None:
+        criteria.append(np.minimum(ceiling[rows], raw[rows]))
+    idx = rows[frontier(np.stack(criteria, axis=1))]
+    top = raw if ceiling is None else np.minimum(raw, ceiling)
     # (c) Headroom, best raw capacity per system first; a row whose raw (no-headroom) capacity is
     # at most what a computed row with no more systems delivers in every period is dominated
     # without computing its own.
-    idx = idx[np.argsort(-raw[idx] / spr[idx], kind="stable")]
+    idx = idx[np.argsort(-top[idx] / spr[idx], kind="stable")]
     done: list[np.ndarray] = []
     cap_rows: list[FloatArray] = []
     cap_done = np.empty((0, periods))
@@ -232,7 +251,7 @@ def prune(cols: Columns, slo: Slo, requests_per_s: FloatArray, osl: float) -> Pr
         block = idx[start : start + 32]
         if spr_done.size:
             covered = (spr_done[None, :] <= spr[block][:, None]) & np.all(
-                cap_done[None, :, :] >= raw[block][:, None, None], axis=2
+                cap_done[None, :, :] >= top[block][:, None, None], axis=2
             )
             block = block[~covered.any(axis=1)]
         if not block.size:
@@ -241,6 +260,8 @@ def prune(cols: Columns, slo: Slo, requests_per_s: FloatArray, osl: float) -> Pr
         slack = (slo.max_ttft_s - floor_s[block])[:, None]
         cap = utilization_cap(erlangs, slack, request_s[block, None], slo.ttft_quantile)
         cap = cap[:, period_load]
+        if ceiling is not None:  # the cap the ceiling leaves: capacity / raw
+            cap = np.minimum(cap, top[block, None] / raw[block, None])
         done.append(block)
         cap_rows.append(cap)
         cap_done = np.concatenate([cap_done, raw[block, None] * cap])

@@ -75,6 +75,10 @@ class Assignment(Frozen, kw_only=True):
     engine: str = "any"
     """Serving engine whose efficiency factors the configuration was estimated with ("any" =
     the pooled factors)."""
+    disaggregated: str = ""
+    """For a disaggregated prefill/decode unit: its layout (decode replicas x decode layout +
+    prefill replicas x prefill layout; tp/pp/dp/ep/batch above are the decode replica's and
+    ``replicas`` counts units); '' for aggregated replicas."""
 
 
 def meets_ttft_slo(a: Assignment) -> bool:

@@ -68,7 +68,7 @@ def queue_wait_s(
     when the queue is unstable). Members of one queue see the same wait."""
     det = built.candidates
     assert det is not None
-    slots = replicas * det.configs.batch[c_idx]
+    slots = replicas * det.queue_slots[c_idx]
     rate = served / det.output_tokens[c_idx]
     erlangs = rate * det.request_s[c_idx]
     groups, which = np.unique(queue_of(built, c_idx, p_idx), return_inverse=True)
@@ -122,7 +122,8 @@ class _Repair:
         self.free = t.inventory.systems_available - used
         self.upper = replica_upper(t)
         self.domain = routing_domains(built.scenario)[cand.pool]
-        self.slots_per_unit = det.configs.batch * det.replicas_per_unit
+        self.slots_per_unit = det.queue_slots * det.replicas_per_unit
+        self.ceiling = det.ceiling_tokens_per_s
         self.slack = det.ttft_slo_s - det.ttft_floor_s
         self.unit_usd = (
             t.inventory.usd_per_system_hour[cand.pool] * cand.systems_per_replica * t.period_hours
@@ -136,9 +137,11 @@ class _Repair:
     def stats(
         self, members: IntArray, queue: IntArray, units: IntArray, p: int
     ) -> tuple[FloatArray, ...]:
-        """Per queue: (weight W, erlangs-weight E, rate-weight R, slots N, slack, quantile), the
-        members splitting its load in proportion to their table capacity (the solver's split):
-        per output token/s the queue carries E / W Erlangs at R / W requests/s."""
+        """Per queue: (weight W, erlangs-weight E, rate-weight R, slots N, slack, quantile,
+        ceiling), the members splitting its load in proportion to their table capacity (the
+        solver's split): per output token/s the queue carries E / W Erlangs at R / W
+        requests/s; ceiling: the most its disaggregated members' decode sides carry (inf
+        without them)."""
         det, cand = self.det, self.t.candidates
         n_q = int(queue.max()) + 1
         weight = units * cand.tokens_per_s_per_replica[members, p]
@@ -151,16 +154,30 @@ class _Repair:
         np.minimum.at(slack, queue, np.where(units > 0, self.slack[members], np.inf))
         q = np.zeros(n_q)
         q[queue] = det.ttft_quantile[members]
-        return w, e, r, n, slack, q
+        top = np.bincount(queue, units * np.where(np.isfinite(self.ceiling[members]), 0, 1), n_q)
+        ceiling = np.where(
+            top > 0,
+            np.inf,
+            np.bincount(queue, units * np.nan_to_num(self.ceiling[members], posinf=0.0), n_q),
+        )
+        return w, e, r, n, slack, q, ceiling
 
     @staticmethod
     def room_of(
-        w: FloatArray, e: FloatArray, r: FloatArray, n: FloatArray, slack: FloatArray, q: FloatArray
+        w: FloatArray,
+        e: FloatArray,
+        r: FloatArray,
+        n: FloatArray,
+        slack: FloatArray,
+        q: FloatArray,
+        ceiling: FloatArray,
     ) -> FloatArray:
-        """The most tokens/s each queue carries within its slack."""
+        """The most tokens/s each queue carries within its slack (and its members' ceilings:
+        a queue with only bounded members carries at most their sum)."""
         per_token = np.divide(e, w, out=np.zeros_like(e), where=w > 0)
         holding = np.divide(e, r, out=np.ones_like(e), where=r > 0)
-        return max_load(n, per_token, holding, q, np.where(np.isfinite(slack), slack, 0.0))
+        room = max_load(n, per_token, holding, q, np.where(np.isfinite(slack), slack, 0.0))
+        return np.minimum(room, ceiling)
 
     def queues(self, members: IntArray) -> IntArray:
         """Per member of one (family, tier) in one period: the index of its queue."""
@@ -196,7 +213,7 @@ class _Repair:
             if not opt.size:
                 break
             qo = queue[opt]
-            w, e, r, n, slack, q = (x[qo] for x in stats)
+            w, e, r, n, slack, q, ceiling = (x[qo] for x in stats)
             trial = self.room_of(
                 w + cap[opt],
                 e + cap[opt] * det.request_s[members[opt]] / det.output_tokens[members[opt]],
@@ -204,6 +221,7 @@ class _Repair:
                 n + self.slots_per_unit[members[opt]],
                 np.minimum(slack, self.slack[members[opt]]),
                 q,
+                ceiling + self.ceiling[members[opt]],
             )
             grown = trial - room[qo]
             gain = np.minimum(grown, excess) * value_usd * seconds - self.unit_usd[members[opt]]
@@ -279,7 +297,7 @@ def keep_ttft_promise(built: Built, result: SolveResult) -> SolveResult:
         units = repair.replicas[members, p]
         work.append((j, p, members, queue, repair.stats(members, queue, units, p)))
     # What every queue carries now, in one bisection; then each product in turn.
-    rooms = repair.room_of(*(np.concatenate([w[4][i] for w in work]) for i in range(6)))
+    rooms = repair.room_of(*(np.concatenate([w[4][i] for w in work]) for i in range(7)))
     bounds = np.cumsum([0] + [w[4][0].shape[0] for w in work])
     for (j, p, members, queue, _), lo, hi in zip(work, bounds[:-1], bounds[1:], strict=True):
         value, revenue_per_token = float(prods.value_usd_per_token[j, p]), float(price[j, p])

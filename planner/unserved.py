@@ -56,7 +56,9 @@ def unserved_warnings(built: Built, result: SolveResult, flows: tuple[Flow, ...]
             row = int(rows[c])
             pool = t.inventory.pool_ids[int(cand.pool[row])]
             where = (
-                f"{pool}, {describe(det.configs, row)}, {int(cand.systems_per_replica[row])} "
+                f"{pool}, {describe(det.configs, row)}"
+                f"{f' ({det.layout[row]})' if det.layout[row] else ''}, "
+                f"{int(cand.systems_per_replica[row])} "
                 f"system(s) at ${float(t.inventory.usd_per_system_hour[cand.pool[row]]):,.2f}/h"
             )
             cost_per_m = float(usd_per_token[c, p]) * 1e6

@@ -1,12 +1,15 @@
 """``farebox frontier``: the throughput-vs-interactivity Pareto frontier of one model on one system.
 
     farebox frontier --model llama-3.1-70b --accelerator h100-sxm [--isl 1024 --osl 256]
-                     [--precision fp8 ...] [--spec 3:0.7] [--engine trtllm] [--csv F] [--png F]
+                     [--precision fp8 ...] [--spec 3:0.7] [--engine trtllm] [--disaggregated]
+                     [--csv F] [--png F]
 
 Evaluates every valid layout x precision x batch (``fleet.perf.frontier``), prints the frontier as
 a table (fastest per user first), and optionally writes it as CSV and as a chart: tokens/s per
 device (cost efficiency) against tokens/s per user (interactivity), each point labelled with its
-layout, precision and batch.
+layout, precision and batch. ``--disaggregated`` gives the frontier of disaggregated
+prefill/decode units instead (``fleet.perf.disagg``: k decode replicas fed by m prefill replicas;
+the layout column is the decode replica's, the unit's line follows it).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ COLUMNS = (
     "ttft_ms",
     "devices_per_replica",
     "bound",
+    "disaggregated",
 )
 
 
@@ -51,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--spec", action="append", default=[], help="speculative option k:a, e.g. 3:0.7 (repeat)"
     )
     p.add_argument("--engine", default="any", help=ENGINE_HELP)
+    p.add_argument(
+        "--disaggregated",
+        action="store_true",
+        help="frontier of disaggregated prefill/decode units instead of aggregated replicas",
+    )
     p.add_argument("--csv", type=Path, help="write the frontier as CSV")
     p.add_argument("--png", type=Path, help="write the frontier chart as PNG")
     p.set_defaults(run=run)
@@ -84,14 +93,17 @@ def run(args: argparse.Namespace) -> int:
         osl=args.osl,
         precisions=args.precision,
         spec=spec,
+        disaggregated=args.disaggregated,
     )
     if len(front) == 0:
         raise InputError(
             f"model {args.model} fits on {system.id} in no layout of at most 8 systems per replica"
         )
     rows = _rows(front)
+    serving = "disaggregated" if args.disaggregated else "aggregated"
     print(
-        f"{args.model} on {system.id}, isl {args.isl}, osl {args.osl}, engine {args.engine}: "
+        f"{args.model} on {system.id}, isl {args.isl}, osl {args.osl}, engine {args.engine}, "
+        f"{serving}: "
         f"{len(rows)} frontier points"
     )
     note = engine_note(catalog, args.engine, system.accelerator)
@@ -107,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
             f"{r['tokens_per_s_per_device']:13.1f} {r['tpot_ms']:9.2f} {r['ttft_ms']:9.1f} "
             f"{r['devices_per_replica']:8d}  {r['bound']}"
         )
+        if r["disaggregated"]:
+            print(f"  {r['disaggregated']}")
     if args.csv:
         try:
             with args.csv.open("w", newline="") as fh:
@@ -148,6 +162,7 @@ def _rows(front: Frontier) -> list[dict[str, object]]:
             "ttft_ms": round(float(e.ttft_floor_s[i]) * 1e3, 2),
             "devices_per_replica": int(e.devices_per_replica[i]),
             "bound": Bound(int(e.bound[i])).name.lower(),
+            "disaggregated": front.layouts[i] if front.layouts else "",
         }
         for i in range(len(front))
     ]
@@ -195,7 +210,8 @@ def plot(
     ax.set_ylabel("cost efficiency: output tokens/s per device")
     ax.set_title(
         f"{model} on {system}: throughput vs interactivity frontier "
-        f"(input {isl} / output {osl} tokens, aggregated serving)",
+        f"(input {isl} / output {osl} tokens, "
+        f"{'disaggregated' if front.layouts else 'aggregated'} serving)",
         fontsize=10,
     )
     ax.grid(True, which="both", alpha=0.3)

@@ -102,6 +102,7 @@ class PerfController(Controller):
                 precisions=data.precisions,
                 batches=data.batches,
                 spec=tuple((o.draft_tokens, o.acceptance) for o in data.speculative),
+                disaggregated=data.disaggregated,
             )
             return FrontierResponse(
                 model=data.model,
@@ -109,6 +110,7 @@ class PerfController(Controller):
                 rows=rows(catalog, front.configs, front.estimate),
                 engine=data.engine,
                 engine_notes=engine_notes(catalog, data.engine, front.configs),
+                layouts=front.layouts,
             )
 
         return await compute.run(run)

@@ -4,6 +4,8 @@ Evaluates every layout x precision x batch (x speculative option) of ``fleet.per
 the configurations that fit and that no other configuration beats on both tokens/s per device
 (cost efficiency) and tokens/s per user (interactivity). The planner reuses ``pareto_mask`` to
 prune dominated candidates; ``frontier`` is what ``farebox frontier`` prints and plots.
+With ``disaggregated=True`` the frontier is of disaggregated prefill/decode units
+(``fleet.perf.disagg``) formed from the same grid: compare it with the aggregated one.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ class Frontier:
     """Frontier rows, sorted by tokens/s per user (fastest first)."""
 
     configs: Configs
+    """The (decode) replica's configuration."""
     estimate: Estimate
+    layouts: tuple[str, ...] = ()
+    """Per row of a disaggregated frontier, the unit's layout (``fleet.perf.disagg.label``)."""
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -64,8 +69,10 @@ def frontier(
     precisions: Sequence[str] | None = None,
     batches: Sequence[int] = DEFAULT_BATCHES,
     spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+    disaggregated: bool = False,
 ) -> Frontier:
-    """Pareto frontier of tokens/s per device vs tokens/s per user (configurations that fit)."""
+    """Pareto frontier of tokens/s per device vs tokens/s per user (configurations that fit;
+    disaggregated units instead of replicas with ``disaggregated``)."""
     precs = tuple(precisions) if precisions else supported_precisions(catalog, system_id)
     configs, est = evaluate_grid(
         catalog,
@@ -78,8 +85,18 @@ def frontier(
         osl=osl,
         spec=spec,
     )
+    units = None
+    if disaggregated:
+        from fleet.perf.disagg import form_units  # imports this module
+
+        units = form_units(arrays, configs, est)
+        configs, est = units.configs, units.estimate
     fits = np.flatnonzero(est.fits)
-    configs, est = configs.take(fits), est.take(fits)
-    keep = np.flatnonzero(pareto_mask(est.tokens_per_s_per_user, est.tokens_per_s_per_device))
-    order = keep[np.argsort(-est.tokens_per_s_per_user[keep])]
-    return Frontier(configs=configs.take(order), estimate=est.take(order))
+    keep = fits[pareto_mask(est.tokens_per_s_per_user[fits], est.tokens_per_s_per_device[fits])]
+    order = keep[np.argsort(-est.tokens_per_s_per_user[keep], kind="stable")]
+    layouts: tuple[str, ...] = ()
+    if units is not None:
+        from fleet.perf.disagg import label
+
+        layouts = tuple(label(units, int(i)) for i in order)
+    return Frontier(configs=configs.take(order), estimate=est.take(order), layouts=layouts)

@@ -5,7 +5,8 @@ performance model over the scenario's search grid (every valid layout x precisio
 option, batch caps from the scenario's plus a denser ladder so the curve reads smoothly) with the
 family's token profile, exactly as ``planner.build`` does; keep the configurations that fit; take
 the Pareto frontier (no other configuration is both faster per user and higher in throughput per
-device); and place each configuration the plan chose on it, per tier.
+device); and place each configuration the plan chose on it, per tier. Disaggregated units
+(``options.search.disaggregated``) are not on these aggregated curves and are not placed.
 
 Needs the scenario (pool -> system, the family's token profile, the search options) and the
 catalog: a plan read back from JSON alone has neither, and its report has no frontier chart.
@@ -134,6 +135,8 @@ def operating_curves(
                 system,
                 engine,
             ):
+                continue
+            if a.disaggregated:  # a unit, not an aggregated replica of this curve
                 continue
             key = (a.tp, a.pp, a.dp, a.ep, a.precision, a.batch_cap, a.spec_draft_tokens)
             chosen[(a.tier, key)] = chosen.get((a.tier, key), 0.0) + a.served_tokens_per_s

@@ -128,3 +128,17 @@ def test_an_engine_moves_the_estimate_and_says_what_is_not_measured(
         "/v1/frontier", json={"model": MODEL, "accelerator": ACC, "engine": "trtllm"}
     ).json()
     assert front["engine"] == "trtllm" and front["rows"]
+
+
+def test_frontier_disaggregated_rows_carry_their_units(client: TestClient[Any]) -> None:
+    body = {"model": "deepseek-r1", "system": "gb200-nvl72", "isl": 1024, "osl": 1024}
+    body["precisions"] = ["fp4"]
+    plain = client.post("/v1/frontier", json=body)
+    units = client.post("/v1/frontier", json={**body, "disaggregated": True})
+    assert plain.status_code == 200 and units.status_code == 200, units.text
+    assert plain.json()["layouts"] == []
+    got = units.json()
+    assert len(got["layouts"]) == len(got["rows"]) > 0
+    assert all(label.startswith("disaggregated: ") for label in got["layouts"])
+    # a unit holds its decode replicas and its prefill replicas: more devices than one replica
+    assert all(r["devices_per_replica"] > r["tp"] * r["dp"] * r["pp"] for r in got["rows"])

@@ -180,3 +180,18 @@ def test_frontier_table_csv_png(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 def test_frontier_unknown_model_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "frontier", "--model", "nope", "--accelerator", "h100-sxm")
     assert code == 2 and "unknown model" in err
+
+
+def test_frontier_disaggregated(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    csv_path = tmp_path / "d.csv"
+    argv = ["frontier", "--model", "deepseek-r1", "--system", "gb200-nvl72", "--isl", "1024"]
+    argv += ["--osl", "1024", "--precision", "fp4", "--csv", str(csv_path)]
+    code, out, _ = run(capsys, *argv, "--disaggregated")
+    assert code == 0 and "disaggregated:" in out
+    rows = list(csv.DictReader(csv_path.open()))
+    assert rows and all(r["disaggregated"].startswith("disaggregated: ") for r in rows)
+    devices = [float(r["tokens_per_s_per_device"]) for r in rows]
+    assert devices == sorted(devices)
+    code, out, _ = run(capsys, *argv)  # aggregated: no unit column filled
+    assert code == 0 and ", aggregated:" in out
+    assert all(r["disaggregated"] == "" for r in csv.DictReader(csv_path.open()))

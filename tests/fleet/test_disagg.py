@@ -1,0 +1,146 @@
+"""Disaggregated prefill/decode units (fleet.perf.disagg): physics properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fleet.catalog.load import Catalog
+from fleet.perf.arrays import CatalogArrays
+from fleet.perf.disagg import (
+    DECODE_REPLICAS,
+    PREFILL_COVER,
+    Units,
+    form_units,
+    kv_transfer_bytes,
+    unit_bound,
+)
+from fleet.perf.frontier import frontier
+from fleet.perf.grid import evaluate_grid
+from fleet.perf.types import Configs, Estimate
+
+
+def _grid(
+    catalog: Catalog,
+    arrays: CatalogArrays,
+    model: str,
+    system: str,
+    isl: int,
+    osl: int,
+    precisions: tuple[str, ...] = ("fp4",),
+) -> tuple[Configs, Estimate, Units]:
+    configs, est = evaluate_grid(
+        catalog,
+        arrays,
+        model,
+        system,
+        batches=(1, 4, 16, 64, 256, 1024),
+        precisions=precisions,
+        isl=isl,
+        osl=osl,
+    )
+    return configs, est, form_units(arrays, configs, est)
+
+
+@pytest.fixture(scope="module")
+def r1_gb200(catalog: Catalog, arrays: CatalogArrays) -> tuple[Configs, Estimate, Units]:
+    return _grid(catalog, arrays, "deepseek-r1", "gb200-nvl72", 8192, 1024)
+
+
+def test_decode_only_tpot_is_never_above_aggregated_at_the_same_batch(r1_gb200) -> None:
+    configs, est, units = r1_gb200
+    assert len(units) > 0
+    d = units.decode_row
+    assert np.all(units.configs.batch == configs.batch[d])
+    assert np.all(units.estimate.tpot_s <= est.tpot_s[d] * (1 + 1e-12))
+    # at 8k-token prompts and large batches the prefill chunks cost aggregated serving a lot
+    big = configs.batch[d] >= 256
+    assert np.any(units.estimate.tpot_s[big] < 0.8 * est.tpot_s[d][big])
+    # the decode-only TPOT is the pure decode step over the accepted tokens
+    np.testing.assert_allclose(units.estimate.tpot_s, est.step_s[d] / est.tokens_per_step[d])
+
+
+def test_ttft_is_prefill_plus_transfer_plus_one_decode_step(r1_gb200, arrays) -> None:
+    configs, est, units = r1_gb200
+    d, p = units.decode_row, units.prefill_row
+    np.testing.assert_allclose(
+        units.estimate.ttft_floor_s, est.prefill_s[p] + units.transfer_s + est.step_s[d]
+    )
+    assert np.all(units.transfer_s > 0)
+    # the transfer moves the whole prompt's KV: never faster than the fastest link allows
+    acc = arrays.systems.accelerator[configs.system[d]]
+    link = arrays.accelerators.scale_up_bytes_per_s[acc]
+    senders = np.minimum(configs.tp[p] * configs.pp[p], configs.tp[d] * configs.pp[d])
+    assert np.all(units.transfer_s >= kv_transfer_bytes(arrays, configs.take(p)) / (link * senders))
+
+
+def test_transfer_across_systems_is_slower_than_inside_one(catalog, arrays) -> None:
+    """On 8-GPU B200 nodes a unit larger than a node moves its KV over the scale-out NIC."""
+    _, _, units = _grid(catalog, arrays, "llama-3.1-70b", "hgx-b200-8", 8192, 512)
+    one = units.estimate.devices_per_replica <= 8
+    assert np.any(one) and np.any(~one)
+    per_byte = units.transfer_s / kv_transfer_bytes(arrays, units.prefill)
+    senders = np.minimum(
+        units.prefill.tp * units.prefill.pp, units.configs.tp * units.configs.pp
+    ).astype(float)
+    # per byte and sender: scale-out (inside the latency) is several times the NVLink figure
+    assert np.min((per_byte * senders)[~one]) > 3 * np.max((per_byte * senders)[one])
+
+
+def test_the_prefill_side_covers_the_decode_request_rate(r1_gb200) -> None:
+    configs, est, units = r1_gb200
+    assert np.all(units.prefill_tokens_per_s >= units.decode_tokens_per_s * (1 - 1e-12))
+    np.testing.assert_allclose(
+        units.estimate.tokens_per_s_per_replica,
+        np.minimum(units.prefill_tokens_per_s, units.decode_tokens_per_s),
+    )
+    # the fewest whole prefill replicas for some cover in PREFILL_COVER: one fewer covers less
+    # than the largest cover of the decode side's request rate (sized before the transfer)
+    d = units.decode_row
+    tpot = est.step_s[d] / est.tokens_per_step[d]
+    hold = est.step_s[d] + (configs.osl[d] - 1.0) * tpot
+    rate = units.decode_replicas * configs.batch[d] / hold
+    short = (units.prefill_replicas - 1) / units.prefill_hold_s
+    assert np.all(short < max(PREFILL_COVER) * rate * (1 + 1e-9) + 1e-12)
+    assert set(np.unique(units.decode_replicas)) <= set(DECODE_REPLICAS)
+
+
+def test_systems_and_devices_are_whole_units(r1_gb200, catalog) -> None:
+    _, est, units = r1_gb200
+    per_system = catalog.system("gb200-nvl72").devices_per_system
+    devices = (
+        units.decode_replicas * est.devices_per_replica[units.decode_row]
+        + units.prefill_replicas * est.devices_per_replica[units.prefill_row]
+    )
+    assert np.all(units.estimate.devices_per_replica == devices)
+    assert np.all(units.estimate.systems_per_replica >= -(-devices // per_system))
+    np.testing.assert_allclose(
+        units.estimate.tokens_per_s_per_device,
+        units.estimate.tokens_per_s_per_replica / devices,
+    )
+
+
+def test_units_are_bounded_before_evaluation(catalog, arrays) -> None:
+    _, _, units = _grid(catalog, arrays, "deepseek-r1", "gb200-nvl72", 1024, 1024, ("fp8", "fp4"))
+    assert 0 < len(units) <= unit_bound(2)
+    assert set(np.unique(units.configs.weight_precision)) == set(
+        np.unique(units.prefill.weight_precision)
+    )
+    assert np.all(units.configs.weight_precision == units.prefill.weight_precision)
+
+
+def test_disaggregated_frontier_wins_where_prefill_interference_hurts(catalog, arrays) -> None:
+    """DeepSeek-R1 FP4 1k/1k on GB200 NVL72 (the published best points there are
+    disaggregated): at 100-150 tok/s/user decode-only units beat aggregated replicas per GPU."""
+    kwargs = {"isl": 1024, "osl": 1024, "precisions": ("fp4",)}
+    agg = frontier(catalog, arrays, "deepseek-r1", "gb200-nvl72", **kwargs)  # type: ignore[arg-type]
+    dis = frontier(catalog, arrays, "deepseek-r1", "gb200-nvl72", disaggregated=True, **kwargs)  # type: ignore[arg-type]
+    assert len(dis.layouts) == len(dis) > 0
+    assert all(label.startswith("disaggregated: ") for label in dis.layouts)
+
+    def best(f, floor: float) -> float:
+        ok = f.estimate.tokens_per_s_per_user >= floor
+        return float(f.estimate.tokens_per_s_per_device[ok].max())
+
+    for floor in (100.0, 150.0):
+        assert best(dis, floor) > 1.1 * best(agg, floor)
