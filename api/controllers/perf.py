@@ -60,7 +60,7 @@ class PerfController(Controller):
     ) -> EstimateResponse:
         def run() -> EstimateResponse:
             configs = to_configs(catalog, data.configs)
-            return EstimateResponse(rows=rows(catalog, configs, estimate(arrays, configs)))
+            return EstimateResponse(rows=rows(catalog, configs, estimate(arrays, configs), arrays))
 
         return await compute.run(run)
 
@@ -96,7 +96,7 @@ class PerfController(Controller):
             return FrontierResponse(
                 model=data.model,
                 system=system,
-                rows=rows(catalog, front.configs, front.estimate),
+                rows=rows(catalog, front.configs, front.estimate, arrays),
             )
 
         return await compute.run(run)
