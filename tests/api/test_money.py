@@ -110,3 +110,19 @@ def test_cli_estimate_csv_has_the_token_price(tmp_path: Path) -> None:
     assert float(rows[0]["usd_per_hour_per_replica"]) == pytest.approx(node_usd_per_hour() / 8)
     assert float(rows[0]["usd_per_m_output_tokens"]) > 0
     assert rows[1]["fits"] == "false" and rows[1]["usd_per_m_output_tokens"] == ""
+
+
+def test_cli_plan_shows_idle_pools_cost(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "plan.json"
+    assert main(["plan", str(repo / "scenarios" / "tiny.toml"), "--quiet", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    plan = json.loads(out.read_text())
+    idle_hours = sum(
+        (u["systems_available"] - u["systems_used"]) * plan["period_hours"]
+        for u in plan["pool_usage"]
+    )
+    assert idle_hours > 0
+    idle_usd = idle_hours * node_usd_per_hour()  # tiny's one pool sets no price of its own
+    assert "idle cost" in text
+    assert f"(not in the plan's cost): ${idle_usd:,.2f}" in text
