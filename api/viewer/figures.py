@@ -3,7 +3,7 @@ view, drawn in the browser by the ``plotly.min.js`` the app serves (``api.viewer
 
 The same four pictures as the report's PNG charts (``planner.report.charts``), interactive:
 
-- ``utilization``: pool x period heatmap of systems used / available (blank = none available);
+- ``utilization``: pool x period heatmap of systems used / available (grey = none available);
 - ``tiers``: revenue per hour and served output tokens/s by tier, stacked, with the demand the
   chosen prices bring as a line;
 - ``frontier-N``: one per curve of ``planner.report.operating``: the search grid, its Pareto
@@ -97,8 +97,9 @@ def utilization(view: View) -> Figure:
     return {
         "data": [trace],
         "layout": _layout(
-            "Share of available systems in use, by pool and period (blank: none available)",
+            "Share of available systems in use, by pool and period (grey: none available)",
             height=160 + 26 * len(pools),
+            plot_bgcolor="#D0D0D0",  # shows through the gaps (None) of the heatmap
             yaxis={"autorange": "reversed", "automargin": True},
             xaxis={"type": "date"},
         ),
