@@ -74,6 +74,9 @@ def _warnings(view: View) -> str:
     if plan is not None and plan.reasons:
         items = "".join(f"<li>{escape(r)}</li>" for r in plan.reasons)
         parts.append(f"<div class='warn bad' id='reasons'><b>Why</b><ul>{items}</ul></div>")
+    if view.notes:
+        items = "".join(f"<li>{escape(n)}</li>" for n in view.notes)
+        parts.append(f"<div class='warn' id='viewer-notes'><ul>{items}</ul></div>")
     if plan is not None and plan.warnings:
         items = "".join(f"<li>{escape(w)}</li>" for w in plan.warnings)
         parts.append(

@@ -25,6 +25,7 @@ import polars as pl
 
 from api.store import PlanRecord, PlanStatus
 from fleet.catalog.load import Catalog
+from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
 from planner.build import build_inventory
 from planner.plan import Plan
@@ -62,6 +63,8 @@ class View:
     """``planner.report.report_frames`` of the plan; empty without one."""
     curves: tuple[Curve, ...]
     pools: tuple[PoolMoney, ...]
+    notes: tuple[str, ...] = ()
+    """What the viewer could not show and why (e.g. a catalog id the plan used is gone)."""
     png: dict[str, bytes] = field(default_factory=dict)
     """The report's PNG charts by name, drawn on first request (``api.viewer.controller``)."""
 
@@ -83,12 +86,16 @@ def build_view(record: PlanRecord, request: bytes, catalog: Catalog, arrays: Cat
     if plan is None:
         return View(record, scenario, start, None, {}, (), ())
     frames = report_frames(plan, start=start)
-    curves = (
-        tuple(operating_curves(plan, scenario, catalog, arrays=arrays)) if plan.assignments else ()
-    )
-    return View(
-        record, scenario, start, plan, frames, curves, _pool_money(scenario, catalog, frames)
-    )
+    notes: list[str] = []
+    curves: tuple[Curve, ...] = ()
+    pools: tuple[PoolMoney, ...] = ()
+    try:  # a plan solved with an older catalog may name ids this server's catalog lacks
+        if plan.assignments:
+            curves = tuple(operating_curves(plan, scenario, catalog, arrays=arrays))
+        pools = _pool_money(scenario, catalog, frames)
+    except (KeyError, InputError) as err:
+        notes.append(f"frontier and pool prices not shown: the catalog lacks {err}")
+    return View(record, scenario, start, plan, frames, curves, pools, tuple(notes))
 
 
 def _pool_money(

@@ -175,3 +175,31 @@ def test_large_grids_are_thinned_evenly() -> None:
     keep = _thin(50_000)
     assert len(keep) == MAX_GRID_POINTS and keep[0] == 0 and keep[-1] == 49_999
     assert (keep[1:] > keep[:-1]).all()
+
+
+def test_a_plan_naming_ids_the_catalog_lacks_still_has_a_page(
+    client: TestClient[Any], done: dict[str, Any]
+) -> None:
+    """A plan solved under an older catalog: the page says what it cannot draw instead of a 500."""
+    from api.store import PlanStatus
+    from api.viewer.view import build_view
+    from fleet.catalog.load import load_catalog
+    from fleet.perf.arrays import build_arrays
+
+    catalog = load_catalog()
+    arrays = build_arrays(catalog)
+    request = client.get(f"/v1/plans/{done['id']}/scenario").content
+    moved = request.replace(b'"hgx-h100-8"', b'"hgx-h100-8-retired"')
+    record = _Record(done, PlanStatus.DONE)
+    view = build_view(record, moved, catalog, arrays)  # type: ignore[arg-type]
+    assert view.plan is not None and view.curves == () and view.pools == ()
+    assert "hgx-h100-8-retired" in view.notes[0]
+
+
+class _Record:
+    """The fields of ``api.store.PlanRecord`` that ``build_view`` reads."""
+
+    def __init__(self, done: dict[str, Any], status: Any) -> None:
+        self.id = done["id"]
+        self.status = status
+        self.plan = msgspec.json.encode(done["plan"])
