@@ -7,10 +7,11 @@ i.e. inside the process that serves requests — granian imports this factory in
 process(es) — and never at import time.
 
 Routes: ``/v1/plans`` (api.controllers.plans), ``/v1/sweeps`` (api.controllers.sweeps),
-``/v1/catalog/*``, ``/v1/estimate`` and ``/v1/frontier`` (api.controllers.perf), ``/health``;
-OpenAPI at ``/schema`` (Swagger UI there, also ``/schema/redoc``, JSON at
-``/schema/openapi.json``). ``api.security.guard`` checks every
-request before its body is read: the bearer token when one is set, and no CORS-simple POSTs.
+``/v1/catalog/*``, ``/v1/estimate`` and ``/v1/frontier`` (api.controllers.perf), ``/health``; the
+plan viewer ``/plans/{id}`` and the charts as PNG (api.viewer), browser assets at ``/assets``
+(served from the wheels that ship them); OpenAPI at ``/schema`` (Swagger UI there, JSON at
+``/schema/openapi.json``). ``api.security.guard`` checks every request before its body is read:
+the bearer token when one is set, and no CORS-simple POSTs.
 Its components are msgspec's own schemas of the wire types (``api.openapi``).
 """
 
@@ -48,6 +49,9 @@ from api.settings import Settings
 from api.store import Store
 from api.sweep_worker import SweepRequest
 from api.sweeps import SweepResource, SweepService
+from api.viewer.assets import AssetController
+from api.viewer.controller import ViewerController
+from api.viewer.view import ViewCache
 from api.wire import Health, PlanPage, PlanResource
 from fleet.catalog.engines import Engine
 from fleet.catalog.load import load_catalog
@@ -111,6 +115,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     compute = Compute(settings.compute_threads)
     plans = PlanService(store, runner, catalog, arrays, settings, compute)
     sweeps = SweepService(settings, catalog)
+    views = ViewCache()
 
     @asynccontextmanager
     async def lifespan(_: Litestar) -> AsyncIterator[None]:
@@ -135,6 +140,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             CatalogController,
             PerfController,
             HealthController,
+            ViewerController,
+            AssetController,
         ],
         dependencies={
             "plans": Provide(lambda: plans, use_cache=True, sync_to_thread=False),
@@ -143,6 +150,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "arrays": Provide(lambda: arrays, use_cache=True, sync_to_thread=False),
             "catalog_json": Provide(lambda: catalog_json, use_cache=True, sync_to_thread=False),
             "compute": Provide(lambda: compute, use_cache=True, sync_to_thread=False),
+            "views": Provide(lambda: views, use_cache=True, sync_to_thread=False),
         },
         exception_handlers=dict(EXCEPTION_HANDLERS),
         guards=[guard],

@@ -24,16 +24,21 @@ from litestar.datastructures import MutableScopeHeaders
 from litestar.openapi.plugins import (
     JsonRenderPlugin,
     OpenAPIRenderPlugin,
-    RedocRenderPlugin,
     SwaggerRenderPlugin,
 )
 from litestar.types import Message, Scope
 
+from api.viewer import assets
+
 
 def render_plugins(types: Sequence[type[msgspec.Struct]]) -> list[OpenAPIRenderPlugin]:
-    """Swagger UI at ``/schema``, Redoc at ``/schema/redoc``, JSON at ``/schema/openapi.json``,
-    each rendering the document with msgspec's schema of ``types`` (and of every Struct they
-    contain) in place of Litestar's components of the same name."""
+    """Swagger UI at ``/schema`` and JSON at ``/schema/openapi.json``, each rendering the
+    document with msgspec's schema of ``types`` (and of every Struct they contain) in place of
+    Litestar's components of the same name.
+
+    Swagger UI's files come from ``/assets`` (the ``swagger-ui-py`` wheel, ``api.viewer.assets``),
+    not from a CDN, so the UI works offline; no favicon is fetched. (Redoc was dropped: no wheel
+    ships its bundle without a web framework attached, and from a CDN it was blank offline.)"""
     _, components = msgspec.json.schema_components(
         types, ref_template="#/components/schemas/{name}"
     )
@@ -42,15 +47,18 @@ def render_plugins(types: Sequence[type[msgspec.Struct]]) -> list[OpenAPIRenderP
         def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
             return super().render(request, _with(openapi_schema, components))
 
-    class Redoc(RedocRenderPlugin):
-        def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
-            return super().render(request, _with(openapi_schema, components))
-
     class Json(JsonRenderPlugin):
         def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
             return super().render(request, _with(openapi_schema, components))
 
-    return [Swagger(path="/"), Redoc(), Json()]
+    swagger = Swagger(
+        path="/",
+        js_url=assets.url("swagger-ui-bundle.js"),
+        css_url=assets.url("swagger-ui.css"),
+        standalone_preset_js_url=assets.url("swagger-ui-standalone-preset.js"),
+        favicon="<link rel='icon' href='data:,'>",
+    )
+    return [swagger, Json()]
 
 
 def _with(document: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,8 @@ A request names configurations with catalog ids and plain numbers; ``fleet.perf`
 arrays. ``to_configs`` resolves ids row by row so that an unknown id is reported with its path
 (``$.configs[3].model: unknown model ...``), then builds one ``Configs`` for the whole batch;
 ``rows`` turns the vectorized ``Estimate`` back into one ``EstimateRow`` per configuration, in the
-units the faces use (milliseconds, GB, tokens/s).
+units the faces use (milliseconds, GB, tokens/s, USD per hour and per million output tokens at
+the catalog's hourly price, ``fleet.perf.cost``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from msgspec import Meta, Struct
 from fleet.catalog import PRECISIONS, Catalog
 from fleet.catalog.schema import Id, Precision
 from fleet.errors import InputError
+from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
+from fleet.perf.cost import usd_per_hour_per_replica, usd_per_m_output_tokens
 from fleet.perf.disagg import unit_bound
 from fleet.perf.engines import engine_note
 from fleet.perf.explain import describe_problem
@@ -140,6 +143,10 @@ class EstimateRow(Frozen):
     tokens_per_s_per_user: float | None
     tokens_per_s_per_replica: float | None
     tokens_per_s_per_device: float | None
+    usd_per_hour_per_replica: float | None = None
+    """The replica's share of its system's hourly price in the catalog (``fleet.perf.cost``)."""
+    usd_per_m_output_tokens: float | None = None
+    """USD per million output tokens of the replica busy at full batch, at that price."""
 
 
 class EstimateResponse(Frozen):
@@ -263,8 +270,12 @@ def to_configs(catalog: Catalog, specs: tuple[ConfigSpec, ...]) -> Configs:
     return configs
 
 
-def rows(catalog: Catalog, configs: Configs, est: Estimate) -> tuple[EstimateRow, ...]:
+def rows(
+    catalog: Catalog, configs: Configs, est: Estimate, arrays: CatalogArrays
+) -> tuple[EstimateRow, ...]:
     models = list(catalog.models)
+    per_hour = usd_per_hour_per_replica(arrays, configs, est)
+    per_m = usd_per_m_output_tokens(arrays, configs, est)
     systems = list(catalog.systems)
     out = []
     for i in range(len(configs)):
@@ -303,6 +314,8 @@ def rows(catalog: Catalog, configs: Configs, est: Estimate) -> tuple[EstimateRow
                 tokens_per_s_per_user=_opt(est.tokens_per_s_per_user[i], 1.0, ok),
                 tokens_per_s_per_replica=_opt(est.tokens_per_s_per_replica[i], 1.0, ok),
                 tokens_per_s_per_device=_opt(est.tokens_per_s_per_device[i], 1.0, ok),
+                usd_per_hour_per_replica=_opt(per_hour[i], 1.0, True),
+                usd_per_m_output_tokens=_opt(per_m[i], 1.0, ok),
             )
         )
     return tuple(out)

@@ -2,9 +2,9 @@
 
 ``guard`` runs on every route before the body is read:
 
-- When ``Settings.api_token`` is set, every ``/v1`` route needs ``Authorization: Bearer <token>``
-  (compared in constant time); ``/health`` and the OpenAPI schema stay open. 401 otherwise, with
-  ``WWW-Authenticate: Bearer``.
+- When ``Settings.api_token`` is set, every ``/v1`` route and the plan viewer (``/plans/{id}``)
+  need ``Authorization: Bearer <token>`` (compared in constant time); ``/health``, the OpenAPI
+  schema and ``/assets`` stay open. 401 otherwise, with ``WWW-Authenticate: Bearer``.
 - A POST whose ``Content-Type`` is one a browser may send cross-site without asking first
   (``text/plain``, ``application/x-www-form-urlencoded``, ``multipart/form-data``: a CORS
   "simple request") is refused with 415: every body of this API is JSON, so such a request can
@@ -24,7 +24,9 @@ from litestar.status_codes import HTTP_415_UNSUPPORTED_MEDIA_TYPE
 
 from api.settings import Settings
 
-PROTECTED_PREFIX = "/v1"
+PROTECTED_PREFIXES = ("/v1", "/plans/")
+"""The API and the plan viewer's pages (a browser cannot send the token: with one set, the
+viewer answers 401)."""
 SIMPLE_CONTENT_TYPES = frozenset(
     {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data"}
 )
@@ -37,7 +39,7 @@ class UnsupportedMediaType(HTTPException):
 
 def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     settings: Settings = connection.app.state["settings"]
-    if not connection.url.path.startswith(PROTECTED_PREFIX):
+    if not connection.url.path.startswith(PROTECTED_PREFIXES):
         return
     if settings.api_token is not None:
         check_token(connection.headers.get("authorization"), settings.api_token)

@@ -29,7 +29,7 @@ from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
 from planner.build import build_inventory, screen
 from planner.scenario import Scenario
-from planner.scenario_check import check_catalog, decode_scenario, horizon_hours
+from planner.scenario_check import Format, check_catalog, decode_scenario, horizon_hours
 from planner.workload import check_workload, workload
 
 T = TypeVar("T")
@@ -43,6 +43,14 @@ async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
 
 
 MAX_KEY_LENGTH = 255
+TOML = "application/toml"
+
+
+def scenario_format(content_type: str | None) -> Format:
+    """A scenario body is TOML when sent as ``application/toml`` (the file's own format), JSON
+    otherwise (``application/json``, or no type)."""
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    return "toml" if media_type == TOML else "json"
 
 
 class IdempotencyConflict(HTTPException):
@@ -85,13 +93,13 @@ class PlanService:
         self.arrays = arrays
         self.settings = settings
 
-    def validate(self, body: bytes) -> Scenario:
+    def validate(self, body: bytes, format: Format = "json") -> Scenario:
         """Everything that can be checked without solving: schema, references, catalog ids,
         the server's horizon cap, the work the search asks for (``planner.workload``, counted
         before any of it is done), and that every sold tier has a configuration meeting its SLOs
         (``planner.build.screen``: the performance model and SLO filter, no demand or queueing).
         Raises InputError naming the field."""
-        scenario = decode_scenario(body, "json")
+        scenario = decode_scenario(body, format)
         check_catalog(scenario, self.catalog)
         hours = horizon_hours(scenario)
         if hours > self.settings.max_horizon_hours:
@@ -133,9 +141,14 @@ class PlanService:
             raise QueueFull(self.settings.queue_max, self.settings.retry_after_s)
 
     async def submit(
-        self, body: bytes, time_limit_s: float | None, key: str | None = None
+        self,
+        body: bytes,
+        time_limit_s: float | None,
+        key: str | None = None,
+        format: Format = "json",
     ) -> tuple[PlanRecord, bool]:
-        """Validate, then commit the request as a queued plan (durable before we answer).
+        """Validate, then commit the request as a queued plan (durable before we answer). A
+        ``format="toml"`` body is decoded as TOML; the request is stored as JSON either way.
 
         With an idempotency ``key`` already used by the same request (same body bytes and
         ``time_limit_s``), the plan it created is returned instead and nothing is validated or
@@ -147,7 +160,7 @@ class PlanService:
             if keyed is not None:
                 return await self._replay(keyed, fingerprint), True
         await self.check_queue()
-        scenario = await self.compute.run(self.validate, body)
+        scenario = await self.compute.run(self.validate, body, format)
         limit = self.time_limit(scenario, time_limit_s)
         plan_id = uuid.uuid4().hex
         request = _ENCODER.encode(scenario)

@@ -22,8 +22,9 @@ from api.cli._output import write_error
 from api.cli.estimate import DEFAULTS, RESULT_COLUMNS
 from fleet.catalog import PRECISIONS, Catalog, UnknownIdError
 from fleet.errors import InputError
-from fleet.perf.arrays import build_arrays
+from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.configs import make_configs
+from fleet.perf.cost import usd_per_hour_per_replica, usd_per_m_output_tokens
 from fleet.perf.engines import engine_arrays
 from fleet.perf.explain import describe_problem
 from fleet.perf.model import estimate
@@ -65,8 +66,9 @@ def run_csv(catalog: Catalog, path: Path, out: Path | None, *, engine: str = "an
     if ok:
         good = [r for r in parsed if isinstance(r, Row)]
         configs = _configs(catalog, good)
-        est = estimate(engine_arrays(catalog, build_arrays(catalog), engine), configs)
-        for name, values in _result_columns(catalog, configs, est).items():
+        arrays = engine_arrays(catalog, build_arrays(catalog), engine)
+        est = estimate(arrays, configs)
+        for name, values in _result_columns(catalog, configs, est, arrays).items():
             column = results[name]
             for i, value in zip(ok, values, strict=True):
                 column[i] = _cell(value)
@@ -174,7 +176,9 @@ def _configs(catalog: Catalog, rows: list[Row]) -> Configs:
     return configs
 
 
-def _result_columns(catalog: Catalog, configs: Configs, est: Estimate) -> dict[str, list[Any]]:
+def _result_columns(
+    catalog: Catalog, configs: Configs, est: Estimate, arrays: CatalogArrays
+) -> dict[str, list[Any]]:
     """The result columns of every row, in the units of ``api.cli.estimate.result_row``."""
     problem = est.problem.astype(np.int64)
     valid = (problem == Problem.OK) | (problem == Problem.DOES_NOT_FIT)
@@ -198,6 +202,8 @@ def _result_columns(catalog: Catalog, configs: Configs, est: Estimate) -> dict[s
         "tokens_per_s_per_user": num(est.tokens_per_s_per_user, digits=1),
         "tokens_per_s_per_device": num(est.tokens_per_s_per_device, digits=1),
         "tokens_per_s_per_replica": num(est.tokens_per_s_per_replica, digits=1),
+        "usd_per_hour_per_replica": num(usd_per_hour_per_replica(arrays, configs, est), digits=4),
+        "usd_per_m_output_tokens": num(usd_per_m_output_tokens(arrays, configs, est), digits=4),
         "bound": [
             bounds[b] if v else None
             for b, v in zip(est.bound.astype(np.int64).tolist(), valid.tolist(), strict=True)

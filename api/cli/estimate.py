@@ -36,6 +36,7 @@ from fleet.errors import InputError
 
 if TYPE_CHECKING:
     from fleet.catalog import Catalog
+    from fleet.perf.arrays import CatalogArrays
     from fleet.perf.types import Configs, Estimate
 
 RESULT_COLUMNS = (
@@ -48,6 +49,8 @@ RESULT_COLUMNS = (
     "tokens_per_s_per_user",
     "tokens_per_s_per_device",
     "tokens_per_s_per_replica",
+    "usd_per_hour_per_replica",
+    "usd_per_m_output_tokens",
     "bound",
     "devices_per_replica",
     "systems_per_replica",
@@ -162,11 +165,12 @@ def run(args: argparse.Namespace) -> int:
         spec_draft_tokens=args.spec_draft,
         spec_acceptance=args.spec_acceptance,
     )
-    est = estimate(engine_arrays(catalog, build_arrays(catalog), args.engine), configs)
+    arrays = engine_arrays(catalog, build_arrays(catalog), args.engine)
+    est = estimate(arrays, configs)
     message = describe_problem(catalog, configs, est, 0)
     if message is not None:
         raise InputError(message)
-    row = result_row(configs, est, 0)
+    row = result_row(configs, est, 0, arrays=arrays)
     row["engine"] = args.engine
     precision = PRECISIONS[int(configs.weight_precision[0])]
     row["engine_note"] = engine_note(catalog, args.engine, system.accelerator, [precision])
@@ -187,10 +191,15 @@ def check_engine(catalog: Catalog, engine: str) -> None:
         )
 
 
-def result_row(configs: Configs, est: Estimate, i: int) -> dict[str, Any]:
-    """Row ``i`` in the faces' units (ms, GB, tokens/s)."""
+def result_row(
+    configs: Configs, est: Estimate, i: int, *, arrays: CatalogArrays | None = None
+) -> dict[str, Any]:
+    """Row ``i`` in the faces' units (ms, GB, tokens/s); with ``arrays``, also what it costs at
+    the catalog's hourly price (``fleet.perf.cost``: USD per replica-hour and per million output
+    tokens at full batch)."""
     import numpy as np
 
+    from fleet.perf.cost import usd_per_hour_per_replica, usd_per_m_output_tokens
     from fleet.perf.types import Bound, Problem
 
     problem = Problem(int(est.problem[i]))
@@ -199,6 +208,14 @@ def result_row(configs: Configs, est: Estimate, i: int) -> dict[str, Any]:
     def num(x: float, scale: float = 1.0, digits: int = 3) -> float | None:
         return round(float(x) * scale, digits) if valid and np.isfinite(x) else None
 
+    cost = {}
+    if arrays is not None:
+        cost = {
+            "usd_per_hour_per_replica": num(
+                usd_per_hour_per_replica(arrays, configs, est)[i], 1, 4
+            ),
+            "usd_per_m_output_tokens": num(usd_per_m_output_tokens(arrays, configs, est)[i], 1, 4),
+        }
     return {
         "fits": bool(est.fits[i]),
         "problem": problem.name.lower(),
@@ -208,6 +225,7 @@ def result_row(configs: Configs, est: Estimate, i: int) -> dict[str, Any]:
         "tokens_per_s_per_user": num(est.tokens_per_s_per_user[i], digits=1),
         "tokens_per_s_per_device": num(est.tokens_per_s_per_device[i], digits=1),
         "tokens_per_s_per_replica": num(est.tokens_per_s_per_replica[i], digits=1),
+        **cost,
         "bound": Bound(int(est.bound[i])).name.lower() if valid else None,
         "devices_per_replica": int(est.devices_per_replica[i]),
         "systems_per_replica": int(est.systems_per_replica[i]),
@@ -260,6 +278,12 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
         f"  engine                   {row['engine']}"
         + (" (pooled factors)" if row["engine"] == "any" else ""),
     ]
+    if row.get("usd_per_m_output_tokens") is not None:
+        lines.append(
+            f"  cost                     ${row['usd_per_m_output_tokens']:.4f} per M output "
+            f"tokens at full batch (${row['usd_per_hour_per_replica']:.2f}/h per replica, "
+            "the catalog's hourly price)"
+        )
     if row["engine_note"]:
         lines.append(f"  note: {row['engine_note']}")
     return "\n".join(lines)

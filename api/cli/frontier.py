@@ -25,6 +25,7 @@ from fleet.errors import InputError
 
 if TYPE_CHECKING:
     from fleet.catalog import Catalog
+    from fleet.perf.arrays import CatalogArrays
     from fleet.perf.frontier import Frontier
 
 COLUMNS = (
@@ -34,6 +35,7 @@ COLUMNS = (
     "tpot_ms",
     "ttft_ms",
     "devices_per_replica",
+    "usd_per_m_output_tokens",
     "bound",
     "disaggregated",
 )
@@ -84,9 +86,10 @@ def run(args: argparse.Namespace) -> int:
     if args.isl < 1 or args.osl < 1:
         raise InputError("--isl and --osl must be >= 1")
     spec = [(0, 0.0)] + [_spec(s) for s in args.spec]
+    arrays = engine_arrays(catalog, build_arrays(catalog), args.engine)
     front = frontier(
         catalog,
-        engine_arrays(catalog, build_arrays(catalog), args.engine),
+        arrays,
         args.model,
         system.id,
         isl=args.isl,
@@ -99,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             f"model {args.model} fits on {system.id} in no layout of at most 8 systems per replica"
         )
-    rows = _rows(front)
+    rows = _rows(front, arrays)
     serving = "disaggregated" if args.disaggregated else "aggregated"
     print(
         f"{args.model} on {system.id}, isl {args.isl}, osl {args.osl}, engine {args.engine}, "
@@ -111,16 +114,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print(
         f"{'layout':34s} {'tok/s/user':>11s} {'tok/s/device':>13s} {'TPOT ms':>9s} "
-        f"{'TTFT ms':>9s} {'devices':>8s}  bound"
+        f"{'TTFT ms':>9s} {'devices':>8s} {'$/M out':>8s}  bound"
     )
     for r in rows:
         print(
             f"{r['layout']:34s} {r['tokens_per_s_per_user']:11.1f} "
             f"{r['tokens_per_s_per_device']:13.1f} {r['tpot_ms']:9.2f} {r['ttft_ms']:9.1f} "
-            f"{r['devices_per_replica']:8d}  {r['bound']}"
+            f"{r['devices_per_replica']:8d} {r['usd_per_m_output_tokens']:8.4f}  {r['bound']}"
         )
         if r["disaggregated"]:
             print(f"  {r['disaggregated']}")
+    print(
+        "$/M out: USD per million output tokens at full batch, at the system's hourly price in "
+        f"the catalog (${float(arrays.systems.usd_per_hour[front.configs.system[0]]):,.2f}/h)"
+    )
     if args.csv:
         try:
             with args.csv.open("w", newline="") as fh:
@@ -148,11 +155,13 @@ def _spec(text: str) -> tuple[int, float]:
     return out
 
 
-def _rows(front: Frontier) -> list[dict[str, object]]:
+def _rows(front: Frontier, arrays: CatalogArrays) -> list[dict[str, object]]:
+    from fleet.perf.cost import usd_per_m_output_tokens
     from fleet.perf.explain import layout_label
     from fleet.perf.types import Bound
 
     e, c = front.estimate, front.configs
+    usd = usd_per_m_output_tokens(arrays, c, e)
     return [
         {
             "layout": layout_label(c, i),
@@ -161,6 +170,7 @@ def _rows(front: Frontier) -> list[dict[str, object]]:
             "tpot_ms": round(float(e.tpot_s[i]) * 1e3, 3),
             "ttft_ms": round(float(e.ttft_floor_s[i]) * 1e3, 2),
             "devices_per_replica": int(e.devices_per_replica[i]),
+            "usd_per_m_output_tokens": round(float(usd[i]), 4),
             "bound": Bound(int(e.bound[i])).name.lower(),
             "disaggregated": front.layouts[i] if front.layouts else "",
         }

@@ -86,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
             args.json.write_bytes(msgspec.json.format(msgspec.json.encode(plan)))
         except OSError as err:
             raise write_error("--json", args.json, err) from None
-    print(summary(plan, scenario.meta.description))
+    from planner.build import build_inventory
+
+    inventory = build_inventory(scenario, catalog)
+    prices = dict(zip(inventory.pool_ids, inventory.usd_per_system_hour.tolist(), strict=True))
+    print(summary(plan, scenario.meta.description, usd_per_system_hour=prices))
     has_plan = plan.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
     return 0 if has_plan else 1
 
@@ -141,8 +145,13 @@ def _assignment_rows(assignments: list[Assignment]) -> list[list[str]]:
     return rows
 
 
-def summary(plan: Plan, description: str = "") -> str:
-    """The human summary of a plan (what ``farebox plan`` prints)."""
+def summary(
+    plan: Plan, description: str = "", *, usd_per_system_hour: dict[str, float] | None = None
+) -> str:
+    """The human summary of a plan (what ``farebox plan`` prints). With each pool's hourly price
+    (``planner.build.build_inventory``, the price the plan charges used systems), the pools table
+    also shows what the idle system-hours cost at that price: not in the plan's cost (it pays
+    for the systems it uses), but paid all the same when the fleet is owned or reserved."""
     from planner.solution import SolveStatus
 
     out = [f"{plan.scenario}" + (f" -- {description}" if description else "")]
@@ -228,20 +237,33 @@ def summary(plan: Plan, description: str = "") -> str:
     out.append("")
     out.append("pools")
     pool_rows = []
+    idle_total = 0.0
     for pool in sorted({u.pool for u in plan.pool_usage}):
         usage = [u for u in plan.pool_usage if u.pool == pool]
         peak_used = max(u.systems_used for u in usage)
         mean = sum(u.utilization for u in usage) / len(usage)
-        pool_rows.append(
-            [
-                pool,
-                str(max(u.systems_available for u in usage)),
-                str(peak_used),
-                f"{mean:.0%}",
-                _usd(sum(u.cost_usd for u in usage)),
-            ]
+        row = [
+            pool,
+            str(max(u.systems_available for u in usage)),
+            str(peak_used),
+            f"{mean:.0%}",
+            _usd(sum(u.cost_usd for u in usage)),
+        ]
+        if usd_per_system_hour is not None:
+            idle_hours = (
+                sum(u.systems_available - u.systems_used for u in usage) * plan.period_hours
+            )
+            idle_total += idle_hours * usd_per_system_hour[pool]
+            row.append(_usd(idle_hours * usd_per_system_hour[pool]))
+        pool_rows.append(row)
+    headers = ["pool", "systems", "peak used", "mean used", "cost"]
+    if usd_per_system_hour is not None:
+        headers.append("idle cost")
+    out.extend(_table(headers, pool_rows))
+    if usd_per_system_hour is not None:
+        out.append(
+            f"idle systems' cost at the pools' prices (not in the plan's cost): {_usd(idle_total)}"
         )
-    out.extend(_table(["pool", "systems", "peak used", "mean used", "cost"], pool_rows))
     valued = [b for b in plan.binding if abs(b.shadow_price_usd) > 1e-9]
     if valued:
         out.append("")

@@ -66,7 +66,7 @@ class PerfController(Controller):
             configs = to_configs(catalog, data.configs)
             est = estimate(engine_arrays(catalog, arrays, data.engine), configs)
             return EstimateResponse(
-                rows=rows(catalog, configs, est),
+                rows=rows(catalog, configs, est, arrays),
                 engine=data.engine,
                 engine_notes=engine_notes(catalog, data.engine, configs),
             )
@@ -107,7 +107,7 @@ class PerfController(Controller):
             return FrontierResponse(
                 model=data.model,
                 system=system,
-                rows=rows(catalog, front.configs, front.estimate),
+                rows=rows(catalog, front.configs, front.estimate, arrays),
                 engine=data.engine,
                 engine_notes=engine_notes(catalog, data.engine, front.configs),
                 layouts=front.layouts,

@@ -9,6 +9,10 @@ processes (``api.jobs``); when the queue is full the answer is 503 with ``Retry-
 before the body is read. An ``Idempotency-Key`` header makes a retried POST safe: the same key and
 the same body answer 200 with the plan the first request created (even when the queue is full);
 the same key with another body is a 409. Keys are stored with their plan and survive restarts.
+
+The body is JSON, or the scenario TOML file itself sent as ``Content-Type: application/toml``:
+both go through the planner's one decoder and checks, so errors are the same (a TOML syntax error
+is a 422 naming the line and column); the request is stored as JSON either way.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from litestar.status_codes import (
 )
 
 from api.errors import ErrorBody, NotFound, input_error_body
-from api.services import PlanService, check_idempotency_key
+from api.services import TOML, PlanService, check_idempotency_key, scenario_format
 from api.store import SEQ_MAX, FailureKind, PlanStatus
 from api.wire import PlanPage, PlanResource, encode_plan_resource, plan_href, plan_info
 from fleet.errors import InputError
@@ -48,8 +52,13 @@ class _ScenarioBody(Operation):
     def __post_init__(self) -> None:
         self.request_body = RequestBody(
             required=True,
-            description="A scenario: the same schema as a scenario TOML file, as JSON.",
-            content={JSON: OpenAPIMediaType(schema=Reference("#/components/schemas/Scenario"))},
+            description="A scenario: the schema of a scenario TOML file, as JSON, or the TOML "
+            "file itself with Content-Type: application/toml. Dates (meta.start_date) are "
+            "YYYY-MM-DD strings in JSON, TOML local dates in TOML.",
+            content={
+                JSON: OpenAPIMediaType(schema=Reference("#/components/schemas/Scenario")),
+                TOML: OpenAPIMediaType(schema=Reference("#/components/schemas/Scenario")),
+            },
         )
 
 
@@ -108,7 +117,8 @@ class PlanController(Controller):
         key = check_idempotency_key(idempotency_key)
         if key is None:  # a replay is answered even when the queue is full
             await plans.check_queue()  # before the body is read, let alone decoded
-        record, replayed = await plans.submit(await request.body(), time_limit_s, key)
+        body, fmt = await request.body(), scenario_format(request.headers.get("content-type"))
+        record, replayed = await plans.submit(body, time_limit_s, key, fmt)
         status = HTTP_200_OK if replayed else HTTP_202_ACCEPTED
         headers = {"Location": plan_href(record.id)}
         if replayed:
