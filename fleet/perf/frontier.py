@@ -64,8 +64,10 @@ def frontier(
     precisions: Sequence[str] | None = None,
     batches: Sequence[int] = DEFAULT_BATCHES,
     spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+    own_mtp: bool = True,
 ) -> Frontier:
-    """Pareto frontier of tokens/s per device vs tokens/s per user (configurations that fit)."""
+    """Pareto frontier of tokens/s per device vs tokens/s per user (configurations that fit);
+    ``own_mtp`` False leaves out the model's own MTP draft (``fleet.perf.grid.model_spec``)."""
     precs = tuple(precisions) if precisions else supported_precisions(catalog, system_id)
     configs, est = evaluate_grid(
         catalog,
@@ -77,6 +79,7 @@ def frontier(
         isl=isl,
         osl=osl,
         spec=spec,
+        own_mtp=own_mtp,
     )
     fits = np.flatnonzero(est.fits)
     configs, est = configs.take(fits), est.take(fits)
