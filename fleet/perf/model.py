@@ -57,7 +57,7 @@ import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.comm import Links, pipeline_hop_s, stage_comm_s
+from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
 from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
 
@@ -258,6 +258,18 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         touched = -np.expm1(tokens * touched_log)
         return fixed_read_s + expert_read_s * touched + kv_read_s * streams / ranks
 
+    stage_comm = StageComm(
+        tp=tp,
+        dp=dp,
+        ep=ep,
+        hidden_size=hidden,
+        experts_per_token=M.experts_per_token[m],
+        dense_layers=dense_t,
+        moe_layers=moe_t,
+        domain=domain_i.astype(f),
+        link=links,
+    )
+
     def stage(decode_tokens: FloatArray, prefill_tokens: FloatArray, streams: FloatArray):
         """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks).
 
@@ -268,18 +280,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         ranks = busy_ranks(streams)
         memory_s = memory(tokens, streams, ranks)
         compute_s = compute(decode_tokens, prefill_tokens, ranks)
-        comm_s = stage_comm_s(
-            tokens=tokens,
-            tp=tp,
-            dp=dp,
-            ep=ep,
-            hidden_size=hidden,
-            experts_per_token=M.experts_per_token[m],
-            dense_layers=dense_t,
-            moe_layers=moe_t,
-            domain=domain_i.astype(f),
-            link=links,
-        )
+        comm_s = stage_comm(tokens)
         hop_s = np.where(
             pp > 1,
             pp
@@ -367,7 +368,9 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     invalid = (problem != Problem.OK) & (problem != Problem.DOES_NOT_FIT)
 
     def out(x: FloatArray) -> FloatArray:
-        return np.where(invalid, np.nan, x)
+        # in place: every array passed is a fresh result of this call, used nowhere else
+        np.putmask(x, invalid, np.nan)
+        return x
 
     return Estimate(
         problem=problem,
