@@ -5,11 +5,13 @@
 For every point of ``bench/data/published_points.toml`` (model, accelerator, precision, isl/osl,
 tokens/s per user, tokens/s per GPU as published), the model's frontier of that model on the
 accelerator's default system (``fleet.perf.frontier``: every layout farebox searches x a fine
-batch grid, the point's weight precision only, aggregated serving, no speculative decoding unless
-``--spec`` adds an option) gives the best tokens/s per GPU among configurations reaching at least
-the point's tokens/s per user. That figure is put in the published token accounting (x
-(isl + osl) / osl when the source counts input + output tokens per GPU) and divided by the
-published one: r = farebox / published.
+batch grid, the point's weight precision only, aggregated serving) gives the best tokens/s per
+GPU among configurations reaching at least the point's tokens/s per user. Speculative decoding
+only where the point says it was used: the model's own MTP draft (``fleet.perf.grid.model_spec``)
+when its ``speculative`` is "mtp", never for "none" or "unspecified"; ``--spec`` adds an option to
+every point. That figure is put in the published token accounting (x (isl + osl) / osl when the
+source counts input + output tokens per GPU) and divided by the published one:
+r = farebox / published.
 
 The "off by Nx on average" figure is the geometric mean of max(r, 1/r) = exp(mean |ln r|) over
 the evaluable points (overall, per accelerator and per model); the bias is exp(mean ln r) (> 1:
@@ -138,6 +140,11 @@ def _unsupported(catalog: Catalog, point: PublishedPoint) -> str | None:
     return None
 
 
+def uses_mtp(point: PublishedPoint) -> bool:
+    """The model's own MTP draft is searched only where the point says MTP was used."""
+    return point.speculative == "mtp"
+
+
 def evaluate(
     catalog: Catalog,
     arrays: CatalogArrays,
@@ -150,7 +157,7 @@ def evaluate(
     precision, isl, osl)."""
     points = list(points)
     out: dict[str, Evaluation] = {}
-    groups: dict[tuple[str, str, str, int, int], list[PublishedPoint]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int, int, bool], list[PublishedPoint]] = defaultdict(list)
     for point in points:
         reason = _unsupported(catalog, point)
         if reason is not None:
@@ -162,9 +169,10 @@ def evaluate(
                 point.precision,
                 point.isl_tokens,
                 point.osl_tokens,
+                uses_mtp(point),
             )
             groups[key].append(point)
-    for (model, accelerator, precision, isl, osl), members in groups.items():
+    for (model, accelerator, precision, isl, osl, mtp), members in groups.items():
         system = catalog.default_system(accelerator)
         front = frontier(
             catalog,
@@ -176,6 +184,7 @@ def evaluate(
             precisions=(precision,),
             batches=batches,
             spec=spec,
+            own_mtp=mtp,
         )
         for point in members:
             out[point.id] = _best_at(front, point, system.id)

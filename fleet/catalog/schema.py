@@ -83,6 +83,7 @@ class Efficiency(Frozen, kw_only=True):
     transfer_from: tuple[Id, ...] = ()
     """Accelerators sharing one fitted set whose figures are transferred (``TRANSFERRED`` bases)."""
     bandwidth_fraction: Fraction | None = None
+    """Weight streaming of decode (memory-bound GEMMs), of 8- and 16-bit weights."""
     flops_fraction: Fraction | None = None
     step_overhead_us: NonNegativeFloat | None = None
     link_bandwidth_fraction: Fraction | None = None
@@ -90,6 +91,12 @@ class Efficiency(Frozen, kw_only=True):
     """Fixed cost per layer per step (kernel launches and their synchronisation)."""
     collective_overhead_us: NonNegativeFloat | None = None
     """Fixed cost per collective call (all-reduce, all-to-all) on top of the link latency."""
+    kv_bandwidth_fraction: Fraction | None = None
+    """KV-cache reads of decode attention (a different kernel from weight streaming)."""
+    fp8_flops_fraction: Fraction | None = None
+    """Fraction of the 8-bit (FP8, INT8) peak; ``flops_fraction`` is BF16's."""
+    four_bit_bandwidth_fraction: Fraction | None = None
+    """Weight streaming of 4-bit weights (FP4, INT4: dequantizing or block-scaled GEMVs)."""
 
 
 EFFICIENCY_FIGURES: tuple[str, ...] = (
@@ -99,6 +106,9 @@ EFFICIENCY_FIGURES: tuple[str, ...] = (
     "link_bandwidth_fraction",
     "layer_overhead_us",
     "collective_overhead_us",
+    "kv_bandwidth_fraction",
+    "fp8_flops_fraction",
+    "four_bit_bandwidth_fraction",
 )
 
 
@@ -118,9 +128,11 @@ class KernelFigures(Frozen, kw_only=True):
 
     gemm_flops_fraction: KernelFlopsFraction
     gemm_bandwidth_fraction: PositiveFloat
-    """Weight streaming of memory-bound (small-m) GEMMs."""
+    """Weight streaming of memory-bound (small-m) GEMMs, BF16 and FP8 weights."""
+    gemm_fp4_bandwidth_fraction: PositiveFloat | None = None
+    """Weight streaming of memory-bound NVFP4 GEMMs (scales included), where the part has FP4."""
     attention_bandwidth_fraction: PositiveFloat
-    """KV-cache read of decode attention (measured and reported; not transferred)."""
+    """KV-cache read of decode attention."""
     all_reduce_link_fraction: PositiveFloat
     all_reduce_call_us_2: PositiveFloat
     all_reduce_call_us_4: PositiveFloat

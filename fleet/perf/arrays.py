@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fleet.catalog import PRECISIONS, Catalog
+from fleet.catalog import FOUR_BIT, PRECISIONS, Catalog
 from fleet.catalog.params import (
     attention_params_per_layer,
     kv_elements_per_token_per_layer,
@@ -74,25 +74,30 @@ class ModelArrays:
 
 @dataclass(frozen=True, slots=True)
 class AcceleratorArrays:
-    """One entry per catalog accelerator; (n, 4) matrices have one column per precision."""
+    """One entry per catalog accelerator; (n, P) matrices have one column per precision."""
 
     ids: tuple[str, ...]
     memory_bytes: FloatArray
     is_sram: FloatArray
     memory_bandwidth_bytes_per_s: FloatArray
     peak_flops: FloatArray
-    """(n, 4) dense peak FLOP/s per precision; 0 where not offered."""
+    """(n, P) dense peak FLOP/s per precision; 0 where not offered."""
     native: BoolMatrix
-    """(n, 4) tensor cores run this precision."""
+    """(n, P) tensor cores run this precision."""
     weight_only: BoolMatrix
-    """(n, 4) weights stored at this width, math at BF16."""
+    """(n, P) weights stored at this width, math at BF16."""
     scale_up_bytes_per_s: FloatArray
     scale_up_latency_s: FloatArray
     bandwidth_fraction: FloatArray
+    """Weight streaming of 8- and 16-bit weights (the BF16 column of the matrix below)."""
+    bandwidth_fraction_by_precision: FloatArray
+    """(n, P) weight streaming per weight precision (NVFP4 GEMVs stream slower on Blackwell)."""
+    kv_bandwidth_fraction: FloatArray
+    """KV-cache reads of decode attention."""
     flops_fraction: FloatArray
     """BF16 tensor-core fraction (attention math runs in BF16)."""
     flops_fraction_by_precision: FloatArray
-    """(n, 4) fraction of each precision's peak; differs from BF16 where kernels say so."""
+    """(n, P) fraction of each precision's peak; differs from BF16 where kernels say so."""
     step_overhead_s: FloatArray
     layer_overhead_s: FloatArray
     """Fixed cost per layer per step (kernel launches and synchronisation of its kernels)."""
@@ -130,14 +135,33 @@ class CatalogArrays:
         link_fraction: float,
         layer_overhead_s: float = 0.0,
         collective_overhead_s: float = 0.0,
+        kv_bandwidth_fraction: float | None = None,
+        fp8_flops_fraction: float | None = None,
+        four_bit_bandwidth_fraction: float | None = None,
     ) -> CatalogArrays:
-        """A copy with the efficiency factors of ``accelerator_ids`` replaced (calibration)."""
+        """A copy with the efficiency factors of ``accelerator_ids`` replaced (calibration).
+
+        One figure per factor for every precision; the KV-read fraction is the weight-streaming
+        one, the 8-bit (and FP4) FLOP fraction the BF16 one and the 4-bit weight streaming the
+        8/16-bit one unless given.
+        """
         acc = self.accelerators
         rows = np.array([acc.ids.index(a) for a in accelerator_ids], dtype=np.int64)
         by_precision = acc.flops_fraction_by_precision.copy()
         by_precision[rows, :] = flops_fraction
+        if fp8_flops_fraction is not None:
+            for p in ("fp8", "int8", "fp4"):
+                by_precision[rows, PRECISIONS.index(p)] = fp8_flops_fraction
+        streaming = acc.bandwidth_fraction_by_precision.copy()
+        streaming[rows, :] = bandwidth_fraction
+        if four_bit_bandwidth_fraction is not None:
+            for p in FOUR_BIT:
+                streaming[rows, PRECISIONS.index(p)] = four_bit_bandwidth_fraction
         new = {"flops_fraction_by_precision": by_precision}
+        new["bandwidth_fraction_by_precision"] = streaming
+        kv = bandwidth_fraction if kv_bandwidth_fraction is None else kv_bandwidth_fraction
         for name, value in (
+            ("kv_bandwidth_fraction", kv),
             ("bandwidth_fraction", bandwidth_fraction),
             ("flops_fraction", flops_fraction),
             ("step_overhead_s", step_overhead_s),
@@ -250,6 +274,9 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
     flops_fraction = np.asarray(
         [[eff[a.id].flops_fraction[p] for p in PRECISIONS] for a in accs], dtype=np.float64
     )
+    streaming = np.asarray(
+        [[eff[a.id].weight_bandwidth[p] for p in PRECISIONS] for a in accs], dtype=np.float64
+    )
     native = np.zeros((n, len(PRECISIONS)), dtype=bool)
     weight_only = np.zeros((n, len(PRECISIONS)), dtype=bool)
     for i, acc in enumerate(accs):
@@ -272,7 +299,9 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         weight_only=weight_only,
         scale_up_bytes_per_s=col(lambda a: a.scale_up_bandwidth_bytes_per_s),
         scale_up_latency_s=col(lambda a: a.scale_up_latency_us * 1e-6),
-        bandwidth_fraction=col(lambda a: eff[a.id].bandwidth_fraction),
+        bandwidth_fraction=streaming[:, PRECISIONS.index("bf16")].copy(),
+        bandwidth_fraction_by_precision=streaming,
+        kv_bandwidth_fraction=col(lambda a: eff[a.id].kv_bandwidth_fraction),
         flops_fraction=flops_fraction[:, PRECISIONS.index("bf16")].copy(),
         flops_fraction_by_precision=flops_fraction,
         step_overhead_s=col(lambda a: eff[a.id].step_overhead_us * 1e-6),

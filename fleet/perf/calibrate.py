@@ -5,13 +5,24 @@ silicon and software): achievable fraction of memory bandwidth, of peak FLOPs an
 bandwidth, a fixed overhead per step, per layer and per collective call. No per-row, per-model or
 per-backend factor: the model must carry to accelerators and models the file does not contain.
 
+Rows left out of the fit (``multi_node_duplicates``): the 41 runs whose layout spans more than one
+8-GPU node (DeepSeek-R1 tp 64 / dp 64, gpt-oss-120b tp 16 / tp 64, "2-8 HGX nodes"). They repeat
+4-8 GPU runs of the file (the DeepSeek-R1 rows to every digit, the gpt-oss rows within a few
+percent), so their GPU count is a label, not a measurement across nodes: fitting them would teach
+the model that 64 GPUs deliver what 8 did. They are still evaluated and reported on their own.
+
+Factors: the catalog's efficiency figures (``EFFICIENCY_FIGURES``): weight-streaming fractions of
+the HBM bandwidth for 8/16-bit and for 4-bit weights (weight-only on Hopper), the KV-read fraction
+of decode attention, BF16 and FP8 (INT8) fractions of peak FLOPs, link fraction and the fixed
+costs.
+
 TTFT: the errors of ``ttft_burst_s`` (the closed-loop benchmark's mean TTFT) are reported per
 group; TTFT is not part of the objective.
 
 Objective: least squares on log errors of TPOT and of tokens/s per GPU (both count equally), with
 a soft-L1 loss so that the few saturated runs (engine queueing beyond its KV capacity, runs whose
-TPOT falls as concurrency rises) do not steer the fit. Rows the model rejects (layouts spanning
-more than one 8-GPU NVLink domain, concurrency beyond the KV capacity) are left out and counted.
+TPOT falls as concurrency rises) do not steer the fit. Rows the model rejects (concurrency beyond
+the KV capacity) are left out and counted.
 
 Re-run (prints the factors for fleet/data/accelerators.toml and the error tables):
 
@@ -38,9 +49,9 @@ from fleet.perf.types import FloatArray, Problem
 HOPPER = ("h100-sxm", "h200-sxm")
 FACTOR_NAMES = EFFICIENCY_FIGURES
 """The fitted factors, in the order of ``_START`` and of ``with_factors``'s vector."""
-_START = (0.7, 0.5, 200.0, 0.5, 10.0, 5.0)
-_LOWER = (0.05, 0.05, 0.0, 0.05, 0.0, 0.0)
-_UPPER = (1.0, 1.0, 5000.0, 1.0, 500.0, 100.0)
+_START = (0.7, 0.5, 200.0, 0.5, 10.0, 5.0, 0.6, 0.5, 0.6)
+_LOWER = (0.05, 0.05, 0.0, 0.05, 0.0, 0.0, 0.05, 0.05, 0.05)
+_UPPER = (1.0, 1.0, 5000.0, 1.0, 500.0, 100.0, 1.0, 1.0, 1.0)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -56,6 +67,8 @@ class Errors:
     """Of ``ttft_burst_s`` against the measured TTFT (reported, not fitted)."""
     excluded: dict[str, int]
     """Rows left out, by ``Problem`` name."""
+    duplicate: np.ndarray
+    """Per evaluated row: a multi-node label repeating a single-node run (not fitted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +94,25 @@ def with_factors(
         link_fraction=x[3],
         layer_overhead_s=x[4] * 1e-6,
         collective_overhead_s=x[5] * 1e-6,
+        kv_bandwidth_fraction=x[6],
+        fp8_flops_fraction=x[7],
+        four_bit_bandwidth_fraction=x[8],
     )
 
 
-def errors(arrays: CatalogArrays, runs: MeasuredRuns) -> Errors:
+def multi_node_duplicates(runs: MeasuredRuns, catalog: Catalog) -> np.ndarray:
+    """Rows whose layout spans more than one node of the measured system (left out of the fit).
+
+    The file's multi-node rows repeat single-node runs under a wider layout label (module
+    docstring); a row is one when its GPUs (tp x dp x pp) exceed the devices of its system.
+    """
+    c = runs.configs
+    gpus = c.tp * np.maximum(c.dp, 1) * c.pp
+    per_system = np.asarray([catalog.system(s).devices_per_system for s in runs.system_ids])
+    return gpus > per_system
+
+
+def errors(arrays: CatalogArrays, runs: MeasuredRuns, catalog: Catalog) -> Errors:
     """Model vs measured, with the efficiency factors ``arrays`` carries."""
     est = estimate(arrays, runs.configs)
     ok = est.problem == Problem.OK
@@ -99,14 +127,20 @@ def errors(arrays: CatalogArrays, runs: MeasuredRuns) -> Errors:
         - 1.0,
         ttft=est.ttft_burst_s[rows] / runs.ttft_s[rows] - 1.0,
         excluded=excluded,
+        duplicate=multi_node_duplicates(runs, catalog)[rows],
     )
 
 
 def fit(
-    arrays: CatalogArrays, runs: MeasuredRuns, accelerators: Sequence[str] = HOPPER
+    arrays: CatalogArrays,
+    runs: MeasuredRuns,
+    catalog: Catalog,
+    accelerators: Sequence[str] = HOPPER,
 ) -> dict[str, float]:
-    """Least-squares fit of the shared factors; returns them by ``FACTOR_NAMES``."""
-    rows = errors(arrays, runs).rows
+    """Least-squares fit of the shared factors on the evaluated rows that are not multi-node
+    duplicates; returns them by ``FACTOR_NAMES``."""
+    err = errors(arrays, runs, catalog)
+    rows = err.rows[~err.duplicate]
     configs = runs.configs.take(rows)
     tpot, tput = runs.tpot_s[rows], runs.tokens_per_s_per_gpu[rows]
 
@@ -125,15 +159,19 @@ def fit(
 
 
 def summarize(err: Errors, runs: MeasuredRuns, catalog: Catalog) -> list[ErrorSummary]:
-    """Median and p90 absolute errors per (model, accelerator), then overall."""
+    """Median and p90 absolute errors per (model, accelerator) and overall on the fitted rows,
+    then the multi-node duplicates on their own."""
     models = np.asarray(runs.model_ids)[err.rows]
     accs = np.asarray([catalog.system(s).accelerator for s in runs.system_ids])[err.rows]
-    keys = sorted(set(zip(models.tolist(), accs.tolist(), strict=True)))
+    fitted = ~err.duplicate
+    keys = sorted(set(zip(models[fitted].tolist(), accs[fitted].tolist(), strict=True)))
     out = []
     for model, acc in keys:
-        mask = (models == model) & (accs == acc)
+        mask = (models == model) & (accs == acc) & fitted
         out.append(_summary(f"{model} on {acc}", err, mask))
-    out.append(_summary("overall", err, np.ones(len(err.rows), dtype=bool)))
+    out.append(_summary("overall", err, fitted))
+    if err.duplicate.any():
+        out.append(_summary("multi-node labels (not fitted)", err, err.duplicate))
     return out
 
 
@@ -180,15 +218,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     arrays = build_arrays(catalog)
     runs = load_measured(catalog, args.csv)
     if args.catalog_factors:
-        err = errors(arrays, runs)
+        err = errors(arrays, runs, catalog)
         print(f"factors of accelerators.toml: {catalog.accelerator(HOPPER[0]).efficiency}")
     else:
-        factors = fit(arrays, runs)
+        factors = fit(arrays, runs, catalog)
         print("[accelerators.efficiency]  # h100-sxm and h200-sxm")
         for name, value in factors.items():
             print(f"{name} = {value:.3g}")
-        err = errors(with_factors(arrays, HOPPER, list(factors.values())), runs)
-    print(f"rows evaluated: {len(err.rows)} of {len(runs)}; left out: {err.excluded}")
+        err = errors(with_factors(arrays, HOPPER, list(factors.values())), runs, catalog)
+    print(
+        f"rows evaluated: {len(err.rows)} of {len(runs)}; left out: {err.excluded}; "
+        f"fitted: {int((~err.duplicate).sum())} (multi-node duplicates not fitted: "
+        f"{int(err.duplicate.sum())})"
+    )
     table = summarize(err, runs, catalog)
     if args.markdown:
         print(markdown_table(table))

@@ -93,6 +93,126 @@ def all_to_all_s(
     return t + np.where(groups > 1.0, link.out_hop_s, link.up_hop_s) + link.call_s
 
 
+@dataclass(frozen=True, slots=True)
+class _AllReduce:
+    """The token-independent parts of ``all_reduce_s`` over fixed ``n`` and links (same
+    arithmetic, in the same order, so the result is bit-identical)."""
+
+    coef: FloatArray
+    """2 (n-1)/n."""
+    latency: FloatArray
+    """2 log2(n) x hop."""
+    call: FloatArray | float
+    link: FloatArray
+    active: np.ndarray
+    """n > 1."""
+
+    @classmethod
+    def of(
+        cls, n: FloatArray, link: FloatArray, hop: FloatArray, call: FloatArray | float
+    ) -> _AllReduce:
+        n_safe = np.maximum(n, 1.0)
+        return cls(
+            2.0 * (n_safe - 1.0) / n_safe, 2.0 * np.log2(n_safe) * hop, call, link, n_safe > 1.0
+        )
+
+    def __call__(self, message_bytes: FloatArray) -> FloatArray:
+        t = self.coef * message_bytes / self.link
+        t = t + self.latency + self.call
+        return np.where(self.active, t, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Hierarchical:
+    """``hierarchical_all_reduce_s`` over fixed ``n``, domain and links."""
+
+    local: FloatArray
+    inside: _AllReduce
+    between: _AllReduce
+
+    @classmethod
+    def of(cls, n: FloatArray, domain: FloatArray, link: Links) -> _Hierarchical:
+        local = np.minimum(np.maximum(n, 1.0), domain)
+        groups = np.ceil(np.maximum(n, 1.0) / local)
+        return cls(
+            local,
+            _AllReduce.of(local, link.up_bytes_per_s, link.up_hop_s, link.call_s),
+            _AllReduce.of(groups, link.out_bytes_per_s, link.out_hop_s, 0.0),
+        )
+
+    def __call__(self, message_bytes: FloatArray) -> FloatArray:
+        return self.inside(message_bytes) + self.between(message_bytes / self.local)
+
+
+class StageComm:
+    """``stage_comm_s`` for one set of layouts, evaluated at any number of tokens per step.
+
+    Everything that does not depend on the tokens (group sizes, latency terms, per-byte link
+    times) is computed once, so the model's decode, mixed and prefill steps share it; each call
+    gives exactly ``stage_comm_s`` (the same operations in the same order).
+    """
+
+    __slots__ = (
+        "_a2a_fixed",
+        "_a2a_per_byte",
+        "_attention",
+        "_call",
+        "_ffn",
+        "_group",
+        "dense_layers",
+        "dp",
+        "ep",
+        "experts_per_token",
+        "has_ep",
+        "hidden",
+        "layers",
+        "moe_layers",
+        "n",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        tp: FloatArray,
+        dp: FloatArray,
+        ep: FloatArray,
+        hidden_size: FloatArray,
+        experts_per_token: FloatArray,
+        dense_layers: FloatArray,
+        moe_layers: FloatArray,
+        domain: FloatArray,
+        link: Links,
+    ) -> None:
+        n = tp * dp
+        self.n, self.dp, self.hidden = n, dp, hidden_size
+        self.experts_per_token = experts_per_token
+        self.dense_layers, self.moe_layers = dense_layers, moe_layers
+        self.layers = dense_layers + moe_layers
+        self._attention = _Hierarchical.of(tp, domain, link)
+        self._ffn = _Hierarchical.of(n, domain, link)
+        self.ep = np.maximum(ep, 1.0)
+        self.has_ep = self.ep > 1.0
+        self._group = _Hierarchical.of(n / self.ep, domain, link)
+        n_safe = np.maximum(n, 1.0)
+        groups = np.ceil(n_safe / np.minimum(n_safe, domain))
+        remote = (groups - 1.0) / groups
+        self._a2a_per_byte = (1.0 - remote) / link.up_bytes_per_s + remote / link.out_bytes_per_s
+        self._a2a_fixed = np.where(groups > 1.0, link.out_hop_s, link.up_hop_s)
+        self._call = link.call_s
+
+    def __call__(self, tokens: FloatArray) -> FloatArray:
+        """Communication of one stage step carrying ``tokens`` tokens (all dp ranks together)."""
+        act = tokens * self.hidden * ACTIVATION_BYTES
+        attention = self.layers * self._attention(act / self.dp)
+        ffn_dense = self._ffn(act)
+        routed = act * self.experts_per_token
+        sent = (routed / self.n) * (self.ep - 1.0) / self.ep
+        a2a = 2.0 * (sent * self._a2a_per_byte + self._a2a_fixed + self._call)
+        moe_ep = a2a + self._group(routed / self.ep)
+        moe = np.where(self.has_ep, moe_ep, ffn_dense)
+        return attention + self.dense_layers * ffn_dense + self.moe_layers * moe
+
+
 def stage_comm_s(
     *,
     tokens: FloatArray,
@@ -109,23 +229,15 @@ def stage_comm_s(
     """Communication of one stage step carrying ``tokens`` tokens (all dp ranks together).
 
     ``dense_layers`` and ``moe_layers`` are the stage's layers of each kind (may be fractional);
-    ``domain`` is the scale-up domain in devices.
+    ``domain`` is the scale-up domain in devices. Attention output: an all-reduce within each tp
+    group over that rank's share of the tokens; dense FFN (and MoE without ep): over all tp x dp
+    devices of the stage; MoE with ep > 1: dispatch + combine all-to-all, then a reduce inside
+    each expert group. ``StageComm`` evaluates the same at several token counts.
     """
-    n = tp * dp
-    layers = dense_layers + moe_layers
-    act = tokens * hidden_size * ACTIVATION_BYTES
-    # Attention output: all-reduce within each tp group over that rank's share of the tokens.
-    attention = layers * hierarchical_all_reduce_s(tp, act / dp, domain, link)
-    # Dense FFN (and MoE without ep): over all tp x dp devices of the stage.
-    ffn_dense = hierarchical_all_reduce_s(n, act, domain, link)
-    # MoE with ep > 1: dispatch + combine all-to-all, then a reduce inside each expert group.
-    ep_safe = np.maximum(ep, 1.0)
-    routed = act * experts_per_token
-    a2a = 2.0 * all_to_all_s(n, (routed / n) * (ep_safe - 1.0) / ep_safe, domain, link)
-    group = n / ep_safe
-    moe_ep = a2a + hierarchical_all_reduce_s(group, routed / ep_safe, domain, link)
-    moe = np.where(ep_safe > 1.0, moe_ep, ffn_dense)
-    return attention + dense_layers * ffn_dense + moe_layers * moe
+    return StageComm(
+        tp=tp, dp=dp, ep=ep, hidden_size=hidden_size, experts_per_token=experts_per_token,
+        dense_layers=dense_layers, moe_layers=moe_layers, domain=domain, link=link,
+    )(tokens)  # fmt: skip
 
 
 def pipeline_hop_s(

@@ -70,9 +70,11 @@ def frontier(
     batches: Sequence[int] = DEFAULT_BATCHES,
     spec: Sequence[tuple[int, float]] = ((0, 0.0),),
     disaggregated: bool = False,
+    own_mtp: bool = True,
 ) -> Frontier:
     """Pareto frontier of tokens/s per device vs tokens/s per user (configurations that fit;
-    disaggregated units instead of replicas with ``disaggregated``)."""
+    disaggregated units instead of replicas with ``disaggregated``); ``own_mtp`` False leaves out
+    the model's own MTP draft (``fleet.perf.grid.model_spec``)."""
     precs = tuple(precisions) if precisions else supported_precisions(catalog, system_id)
     configs, est = evaluate_grid(
         catalog,
@@ -84,6 +86,7 @@ def frontier(
         isl=isl,
         osl=osl,
         spec=spec,
+        own_mtp=own_mtp,
     )
     units = None
     if disaggregated:

@@ -263,9 +263,10 @@ def evaluate_grid(
     spec: Sequence[tuple[int, float]] = ((0, 0.0),),
     kv_precision: str | None = None,
     prefix_cached_tokens: int = 0,
+    own_mtp: bool = True,
 ) -> tuple[Configs, Estimate]:
-    """``grid_configs`` (with the model's MTP draft added to ``spec``) evaluated; rows with an
-    invalid layout or precision are dropped."""
+    """``grid_configs`` (with the model's MTP draft added to ``spec`` unless ``own_mtp`` is
+    False) evaluated; rows with an invalid layout or precision are dropped."""
     configs = grid_configs(
         catalog,
         model_id,
@@ -274,7 +275,7 @@ def evaluate_grid(
         precisions=precisions,
         isl=isl,
         osl=osl,
-        spec=model_spec(catalog, model_id, spec),
+        spec=model_spec(catalog, model_id, spec) if own_mtp else spec,
         kv_precision=kv_precision,
         prefix_cached_tokens=prefix_cached_tokens,
     )

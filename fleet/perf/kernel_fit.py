@@ -182,6 +182,7 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     }
     if "gemm fp4" in by:
         out["gemm_flops_fraction.fp4"] = by["gemm fp4"].params["flops_fraction"]
+        out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4"].params["bandwidth_fraction"]
     return out
 
 

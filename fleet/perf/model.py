@@ -12,7 +12,8 @@ Per configuration (docs/performance-model.md has the derivations):
    capacity -> DOES_NOT_FIT (``fleet.perf.memory``).
 2. One pipeline-stage step carries a micro-batch of batch / pp streams, each verifying k + 1
    tokens (k = speculative draft length). Per device:
-   memory s  = (weights touched + LM head + KV read at mean context isl + osl/2) / (bw x f_bw),
+   memory s  = weights touched / (bw x f_bw of their precision) + LM head / (bw x f_bw BF16)
+               + KV read at mean context isl + osl/2 / (bw x f_kv),
                routed-expert bytes scaled by the fraction of experts touched,
                1 - (1 - k_e/E)^tokens_in_step (per layer, the same for every EP shard);
    compute s = 2 x active params x tokens + attention FLOPs, at the precision's tensor rate
@@ -56,7 +57,7 @@ import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.comm import Links, pipeline_hop_s, stage_comm_s
+from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
 from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
 
@@ -190,7 +191,14 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     problem[(problem == Problem.OK) & ~fits] = Problem.DOES_NOT_FIT
 
     # Rates.
-    bw = A.memory_bandwidth_bytes_per_s[a] * A.bandwidth_fraction[a]
+    # Bandwidths: weights stream at their precision's fraction (non-expert weights at theirs),
+    # the LM head at the BF16 one, KV reads of decode attention at the KV fraction.
+    peak_bw = A.memory_bandwidth_bytes_per_s[a]
+    stream = A.bandwidth_fraction_by_precision
+    bw_w = peak_bw * stream[a, wp]
+    bw_r = np.where(rp == wp, bw_w, peak_bw * stream[a, rp])
+    bw_head = peak_bw * A.bandwidth_fraction[a]
+    bw_kv = peak_bw * A.kv_bandwidth_fraction[a]
     compute_col = np.where(A.native[a, wp], wp, _BF16)
     flops = A.peak_flops[a, compute_col] * A.flops_fraction_by_precision[a, compute_col]
     flops_r = np.where(rp == wp, flops, A.peak_flops[a, rp] * A.flops_fraction_by_precision[a, rp])
@@ -215,8 +223,10 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     ctx_prefill = kv_tokens_held(cached + 0.5 * fresh, full_t, sliding_t, window)
     kv_read_per_stream = kv_per_layer_token * ctx_decode
 
-    fixed_read = tfrac * rbytes * replicated / tp + head_bytes / pp
-    expert_read = tfrac * wbytes * experts / n
+    # seconds of reading per stage step: fixed weights, all routed experts, KV per stream
+    fixed_read_s = tfrac * rbytes * replicated / (tp * bw_r) + head_bytes / (pp * bw_head)
+    expert_read_s = tfrac * wbytes * experts / (n * bw_w)
+    kv_read_s = kv_read_per_stream / bw_kv
 
     # Compute seconds per token of a stage step: linear layers (non-expert at their precision's
     # rate, split over the busy attention ranks; experts at the weight precision's, over all n
@@ -246,7 +256,19 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     def memory(tokens: FloatArray, streams: FloatArray, ranks: FloatArray) -> FloatArray:
         """Memory seconds of one stage step: weights (experts as touched) and KV."""
         touched = -np.expm1(tokens * touched_log)
-        return (fixed_read + expert_read * touched + kv_read_per_stream * streams / ranks) / bw
+        return fixed_read_s + expert_read_s * touched + kv_read_s * streams / ranks
+
+    stage_comm = StageComm(
+        tp=tp,
+        dp=dp,
+        ep=ep,
+        hidden_size=hidden,
+        experts_per_token=M.experts_per_token[m],
+        dense_layers=dense_t,
+        moe_layers=moe_t,
+        domain=domain_i.astype(f),
+        link=links,
+    )
 
     def stage(decode_tokens: FloatArray, prefill_tokens: FloatArray, streams: FloatArray):
         """Compute, memory and comm seconds of one stage step (tokens summed over dp ranks).
@@ -258,18 +280,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         ranks = busy_ranks(streams)
         memory_s = memory(tokens, streams, ranks)
         compute_s = compute(decode_tokens, prefill_tokens, ranks)
-        comm_s = stage_comm_s(
-            tokens=tokens,
-            tp=tp,
-            dp=dp,
-            ep=ep,
-            hidden_size=hidden,
-            experts_per_token=M.experts_per_token[m],
-            dense_layers=dense_t,
-            moe_layers=moe_t,
-            domain=domain_i.astype(f),
-            link=links,
-        )
+        comm_s = stage_comm(tokens)
         hop_s = np.where(
             pp > 1,
             pp
@@ -287,7 +298,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     comp_d, mem_d, comm_d, hops_d = stage(micro * verify, zero, micro)
     core_d = _roof(comp_d, mem_d)
     draft_s = k_draft * (
-        pp * core_d / layers + head_bytes / bw + DRAFT_OVERHEAD_FRACTION * overhead
+        pp * core_d / layers + head_bytes / bw_head + DRAFT_OVERHEAD_FRACTION * overhead
     )
     step_s = pp * (core_d + comm_d) + hops_d + overhead + draft_s
     accepted = np.where(
@@ -357,7 +368,9 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     invalid = (problem != Problem.OK) & (problem != Problem.DOES_NOT_FIT)
 
     def out(x: FloatArray) -> FloatArray:
-        return np.where(invalid, np.nan, x)
+        # in place: every array passed is a fresh result of this call, used nowhere else
+        np.putmask(x, invalid, np.nan)
+        return x
 
     return Estimate(
         problem=problem,

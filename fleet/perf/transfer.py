@@ -4,7 +4,11 @@ The end-to-end factors of the ``fitted-on-runs`` family (Hopper) absorb serving-
 that kernel timings do not show, so a part with measured kernels (``kernel-transfer``) keeps the
 family's factors and scales each by how its kernels compare with the family's
 (docs/calibration.md):
-- bandwidth_fraction x gemm_bandwidth_fraction ratio (weight streaming of small-m GEMMs);
+- weight streaming per weight precision: each of the family's figures x gemm_bandwidth_fraction
+  ratio (small-m BF16/FP8 GEMMs); native FP4 is the family's BF16/FP8 figure x this part's
+  gemm_fp4_bandwidth_fraction over the family's BF16/FP8 kernel figure (Hopper runs FP4 only
+  weight-only, a different kernel, so its run-fitted 4-bit figure is not the reference);
+- kv_bandwidth_fraction x attention_bandwidth_fraction ratio (KV reads of decode attention);
 - flops_fraction per precision x gemm_flops_fraction ratio of that precision (FP4, which Hopper
   lacks, against Hopper's FP8; INT8 takes the FP8 figure);
 - link_bandwidth_fraction x all_reduce_link_fraction ratio;
@@ -18,39 +22,54 @@ parts take the family's factors unchanged. Runs when the catalog becomes arrays
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
-from fleet.catalog import PRECISIONS, Accelerator, Catalog, Precision
+from fleet.catalog import FOUR_BIT, PRECISIONS, Accelerator, Catalog, Precision
 from fleet.catalog.schema import KernelFigures
 
 Fractions = dict[Precision, float]
+EIGHT_BIT: frozenset[Precision] = frozenset({"fp8", "int8", "fp4"})
+"""Precisions whose FLOP fraction is the 8-bit figure (``Efficiency.fp8_flops_fraction``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ResolvedEfficiency:
-    """The six factors the performance model uses, with flops per precision."""
+    """The factors the performance model uses, with flops and weight streaming per precision."""
 
     basis: str
     bandwidth_fraction: float
+    """Weight streaming of 8- and 16-bit weights (the BF16 column of ``weight_bandwidth``)."""
     flops_fraction: Fractions
     step_overhead_us: float
     link_bandwidth_fraction: float
     layer_overhead_us: float
     collective_overhead_us: float
+    kv_bandwidth_fraction: float
+    """KV-cache reads of decode attention."""
+    weight_bandwidth: Fractions
+    """Weight streaming per weight precision (4-bit formats may stream slower than 8/16-bit)."""
 
 
 def _given(acc: Accelerator) -> ResolvedEfficiency:
     e = acc.efficiency
     flops = e.flops_fraction or 0.0
+    eight_bit = e.fp8_flops_fraction or flops
+    bw = e.bandwidth_fraction or 0.0
+    four_bit = e.four_bit_bandwidth_fraction or bw
     return ResolvedEfficiency(
         basis=e.basis,
-        bandwidth_fraction=e.bandwidth_fraction or 0.0,
-        flops_fraction=dict.fromkeys(PRECISIONS, flops),
+        bandwidth_fraction=bw,
+        # FP4 takes the 8-bit figure: it is the reference FP4 transfers from (Hopper has no FP4
+        # math; its weight-only FP4 computes at BF16).
+        flops_fraction={p: eight_bit if p in EIGHT_BIT else flops for p in PRECISIONS},
         step_overhead_us=e.step_overhead_us or 0.0,
         link_bandwidth_fraction=e.link_bandwidth_fraction or 0.0,
         layer_overhead_us=e.layer_overhead_us or 0.0,
         collective_overhead_us=e.collective_overhead_us or 0.0,
+        kv_bandwidth_fraction=e.kv_bandwidth_fraction or 0.0,
+        weight_bandwidth={p: four_bit if p in FOUR_BIT else bw for p in PRECISIONS},
     )
 
 
@@ -85,10 +104,19 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
 
     flops: Fractions = {}
     for p in PRECISIONS:
-        ref: Precision = "fp8" if p in ("fp4", "int8") else p
-        mine = _kernel_flops(k, "fp8" if p == "int8" else p)
-        flops[p] = min(1.0, base.flops_fraction[p] * mine / _geomean(
+        # INT8 math runs like FP8; INT4 is weight-only (BF16 math); FP4 transfers from FP8.
+        own: Precision = {"int8": "fp8", "int4": "bf16"}.get(p, p)  # type: ignore[assignment]
+        ref: Precision = "fp8" if own == "fp4" else own
+        mine = _kernel_flops(k, own)
+        flops[p] = min(1.0, base.flops_fraction[ref] * mine / _geomean(
             [_kernel_flops(x, ref) for x in fam]))  # fmt: skip
+    stream = ratio(lambda x: x.gemm_bandwidth_fraction)
+    weight_bw: Fractions = {p: min(1.0, base.weight_bandwidth[p] * stream) for p in PRECISIONS}
+    if k.gemm_fp4_bandwidth_fraction is not None:
+        family_stream = _geomean([x.gemm_bandwidth_fraction for x in fam])
+        weight_bw["fp4"] = min(
+            1.0, base.bandwidth_fraction * k.gemm_fp4_bandwidth_fraction / family_stream
+        )
     hop_family = _geomean([_hop_us(f) for f in family])
     extra = [
         getattr(k, f"all_reduce_call_us_{n}")
@@ -98,9 +126,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
     ]
     return ResolvedEfficiency(
         basis="kernel-transfer",
-        bandwidth_fraction=min(
-            1.0, base.bandwidth_fraction * ratio(lambda x: x.gemm_bandwidth_fraction)
-        ),
+        bandwidth_fraction=weight_bw["bf16"],
         flops_fraction=flops,
         step_overhead_us=base.step_overhead_us,
         link_bandwidth_fraction=min(
@@ -108,6 +134,10 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         ),
         layer_overhead_us=base.layer_overhead_us,
         collective_overhead_us=max(0.0, base.collective_overhead_us + sum(extra) / len(extra)),
+        kv_bandwidth_fraction=min(
+            1.0, base.kv_bandwidth_fraction * ratio(lambda x: x.attention_bandwidth_fraction)
+        ),
+        weight_bandwidth=weight_bw,
     )
 
 
@@ -120,16 +150,7 @@ def resolve_efficiency(catalog: Catalog) -> dict[str, ResolvedEfficiency]:
         if basis == "kernel-transfer":
             out[acc.id] = kernel_transfer(acc, family)
         elif basis == "hopper-transfer-estimate":
-            e = _given(family[0])
-            out[acc.id] = ResolvedEfficiency(
-                basis=basis,
-                bandwidth_fraction=e.bandwidth_fraction,
-                flops_fraction=e.flops_fraction,
-                step_overhead_us=e.step_overhead_us,
-                link_bandwidth_fraction=e.link_bandwidth_fraction,
-                layer_overhead_us=e.layer_overhead_us,
-                collective_overhead_us=e.collective_overhead_us,
-            )
+            out[acc.id] = dataclasses.replace(_given(family[0]), basis=basis)
         else:
             out[acc.id] = _given(acc)
     return out

@@ -15,7 +15,7 @@ import pytest
 
 from fleet.catalog import load_catalog
 from fleet.perf.arrays import build_arrays
-from fleet.perf.calibrate import HOPPER, errors, summarize
+from fleet.perf.calibrate import HOPPER, errors, multi_node_duplicates, summarize
 from fleet.perf.measured import load_measured
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.skipif(
 def result():  # type: ignore[no-untyped-def]
     catalog = load_catalog()
     runs = load_measured(catalog, CSV)
-    err = errors(build_arrays(catalog), runs)
+    err = errors(build_arrays(catalog), runs, catalog)
     return catalog, runs, err
 
 
@@ -61,3 +61,18 @@ def test_hopper_factors_are_the_fitted_ones() -> None:
     assert len(effs) == 1, "h100-sxm and h200-sxm share one fitted set"
     for a in HOPPER:
         assert "docs/calibration.md" in catalog.accelerator(a).sources["efficiency"]
+
+
+def test_multi_node_duplicates_are_left_out_of_the_fit(result) -> None:  # type: ignore[no-untyped-def]
+    """The 41 rows labelled with 16- or 64-GPU layouts repeat 4-8 GPU runs: evaluated and
+    reported, never fitted (fleet.perf.calibrate.multi_node_duplicates)."""
+    catalog, runs, err = result
+    dup = multi_node_duplicates(runs, catalog)
+    assert int(dup.sum()) == 41
+    c = runs.configs
+    assert (c.tp * c.dp * c.pp)[dup].min() > 8
+    assert set(np.asarray(runs.model_ids)[dup]) == {"deepseek-r1", "gpt-oss-120b"}
+    assert err.duplicate.sum() == 41  # all are evaluated (none is rejected)
+    groups = {s.group: s for s in summarize(err, runs, catalog)}
+    assert groups["overall"].rows == len(err.rows) - 41
+    assert groups["multi-node labels (not fitted)"].rows == 41

@@ -110,11 +110,21 @@ def test_the_distilled_model_fills_several_wafers_at_its_quality(one_day, catalo
 
 
 def test_the_stock_8b_quality_hands_fast_back_to_the_flagship(one_day, catalog, arrays) -> None:
+    """The flagship sells fast, mostly on B200. Since the performance model separates weight
+    streaming per precision and the 8-bit compute fraction (docs/calibration.md) the wafers carry
+    part of it too, with the flagship at BF16 over >= 4 chained wafers (measured: B200 75% of the
+    fast tokens, wafers 24%, H100 < 0.1%; before, B200 all of it)."""
     plan = _plan(_with_quality(one_day, STOCK_8B_QUALITY), catalog, arrays)
     variant, _, pools = _fast(plan)
     assert variant == FLAGSHIP
-    assert SRAM_POOL not in pools and pools & BLACKWELL_POOLS
+    assert pools & BLACKWELL_POOLS
     fast = [a for a in plan.assignments if a.tier == "fast"]
+    served = defaultdict(float)
+    for a in fast:
+        served[a.pool in BLACKWELL_POOLS] += a.served_tokens_per_s
+    assert served[True] >= 2.0 * served[False]
+    on_wafers = [a for a in fast if a.pool == SRAM_POOL]
+    assert all(a.variant == FLAGSHIP and a.pp >= 4 and a.precision == "bf16" for a in on_wafers)
     assert all(a.tokens_per_s_per_user >= 170 for a in fast)
     # The TTFT SLO holds as reported on every pool (test_every_assignment_meets_its_ttft_slo).
     assert all(0 <= a.ttft_ms <= 400 for a in fast)
@@ -167,15 +177,24 @@ def test_the_smallest_sram_pool_for_the_distillate_is_two_wafers(one_day, catalo
 
 def test_without_blackwell_the_flagship_runs_on_the_wafers(one_day, catalog, arrays) -> None:
     """The flagship is free to use the SRAM pool: with no B200/GB200 and fast sold by the
-    flagship only, its fast tier runs as 70B bf16 over 5-6 chained wafers (~1,750-1,900 tokens/s
-    per user) rather than on the H100s, which cost ~2.3x as much per token."""
+    flagship only, most of its fast tier runs as 70B bf16 over 5-6 chained wafers (~1,750-1,900
+    tokens/s per user). The H100s (tp 8, FP8, speculative) carry the rest since the Hopper refit
+    (docs/calibration.md: weight streaming 0.82 of the bandwidth and a 1.5 ms step, against 0.71
+    and 2.4 ms) lets them reach the 170 tokens/s floor (measured: wafers 64% of the fast tokens,
+    H100 36%; before, the wafers all of it). At the planned load the TTFT promise sheds 27.8M
+    tokens of the H100 fast queue, 0.34% of the objective, so the plan is reported feasible, not
+    optimal: the solve itself met its gap target."""
     s = _fast_variants(_with_counts(one_day, dict.fromkeys(BLACKWELL_POOLS, 0)), ("flagship",))
-    plan = _plan(s, catalog, arrays)
-    on_wafers = [a for a in plan.assignments if a.tier == "fast" and a.pool == SRAM_POOL]
+    plan = plan_scenario(s, catalog, arrays=arrays, time_limit_s=20)
+    assert plan.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE), plan.message
+    assert "gap target met" in plan.message and plan.gap < 0.005, plan.message
+    fast = [a for a in plan.assignments if a.tier == "fast"]
+    on_wafers = [a for a in fast if a.pool == SRAM_POOL]
     assert on_wafers and all(a.variant == FLAGSHIP for a in on_wafers)
     assert all(a.pp >= 4 and a.precision == "bf16" for a in on_wafers)
     assert all(a.tokens_per_s_per_user >= 1000 for a in on_wafers)
-    assert not any(a.tier == "fast" and a.pool == "h100-us-central" for a in plan.assignments)
+    wafer_tokens = sum(a.served_tokens_per_s for a in on_wafers)
+    assert wafer_tokens > 0.5 * sum(a.served_tokens_per_s for a in fast)
 
 
 def test_plan_figures_add_up(one_day, catalog, arrays) -> None:
