@@ -18,9 +18,10 @@ Blackwell (b200, gb200) has per-engine kernel tables but no runs: each kernel pa
 Hopper multiplier is moved by how that engine's kernels compare with TensorRT-LLM's on the part,
 against the same comparison on Hopper (``fleet.perf.kernel_engines``):
     m_blackwell = m_hopper x (e / trtllm on the part) / (e / trtllm on Hopper),
-for bandwidth (GEMM BF16 weight streaming), flops per precision (GEMM of that precision; FP4,
-which Hopper lacks, against Hopper's FP8), link (all-reduce link fraction) and collective overhead
-(all-reduce call latency); the step overhead (serving software) carries over as it is.
+for bandwidth (GEMM BF16 weight streaming), flops per precision (GEMM of that precision), link
+(all-reduce link fraction) and collective overhead (all-reduce call latency); the step overhead
+(serving software) carries over as it is. FP4 compute, which no Hopper run exercises, takes the
+engine's FP4 kernel ratio to TensorRT-LLM on the part alone.
 
     python -m fleet.perf.engine_fit [--csv PATH] [--data build/aic/whl] [--toml]
                                     [--leave-one-model-out]
@@ -73,7 +74,7 @@ class Split:
 def split(arrays: CatalogArrays, runs: MeasuredRuns) -> Split:
     """The rows the fit may use, and the seeded held-out quarter of each engine's series."""
     c = runs.configs
-    rows = errors(arrays, runs).rows
+    rows = errors(arrays, runs, load_catalog()).rows
     rows = rows[(c.tp * c.dp * c.pp)[rows] <= NODE_GPUS]
     engine = np.asarray(runs.backend)[rows]
     series = [
@@ -202,7 +203,7 @@ def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[Engin
     models = np.asarray(runs.model_ids)[s.rows]
     out: list[EngineErrors] = []
     for m in sorted(set(models.tolist())):
-        pooled = fit(arrays, _subset(runs, s.rows[models != m]))
+        pooled = fit(arrays, _subset(runs, s.rows[models != m]), load_catalog())
         base = with_factors(arrays, HOPPER, list(pooled.values()))
         for e in ENGINES:
             test, train = (s.engine == e) & (models == m), (s.engine == e) & (models != m)
@@ -263,10 +264,12 @@ def blackwell(
             out[name] = value
             continue
         out[name] = value * ratios[(e, acc)][name] / on_hopper(name)
-    if "flops.fp8" in hopper and "flops.fp4" in ratios[(e, acc)]:
-        out["flops.fp4"] = (
-            hopper["flops.fp8"] * ratios[(e, acc)]["flops.fp4"] / on_hopper("flops.fp8")
-        )
+    if "flops.fp4" in ratios[(e, acc)]:
+        # No Hopper run exercises FP4 tensor cores (FP4 is weight-only there), so no end-to-end
+        # multiplier exists to move: the FP4 multiplier is the engine's FP4 kernel ratio to
+        # TensorRT-LLM on this part alone. (Moving the FP8 end-to-end multiplier by the FP4/FP8
+        # kernel ratios compounded vLLM's fast FP8 runs with its slow Hopper FP8 kernels: 1.9.)
+        out["flops.fp4"] = ratios[(e, acc)]["flops.fp4"]
     return {k: min(BOUNDS[1], max(BOUNDS[0], v)) for k, v in out.items()}
 
 

@@ -19,7 +19,13 @@ from fleet.perf.arrays import CatalogArrays
 from fleet.perf.transfer import resolve_efficiency
 
 FIELDS: dict[str, tuple[str, ...]] = {
-    "bandwidth": ("bandwidth_fraction",),
+    # One bandwidth multiplier per engine: weight streaming (every precision), the LM head's
+    # BF16 streaming and KV-cache reads move together (the runs do not separate them per engine).
+    "bandwidth": (
+        "bandwidth_fraction",
+        "bandwidth_fraction_by_precision",
+        "kv_bandwidth_fraction",
+    ),
     "link": ("link_fraction",),
     "step_overhead": ("step_overhead_s",),
     "layer_overhead": ("layer_overhead_s",),

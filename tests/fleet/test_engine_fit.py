@@ -49,10 +49,14 @@ def _median_tpot_tput(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarra
     )
 
 
-MARGINS = {"trtllm": (0.02, 0.0), "sglang": (0.05, 0.15)}
+MARGINS = {"trtllm": (0.005, 0.0), "sglang": (0.03, 0.05)}
 """Held-out median absolute error (TPOT, tokens/s per GPU) the engine's factors must take off the
-pooled ones' at least (measured: TensorRT-LLM 16.6% -> 14.0% and 12.8% -> 12.4%, SGLang 37.9% ->
-30.1% and 77.7% -> 56.5%)."""
+pooled ones' at least. Measured on the pooled factors of the split bandwidth / per-precision
+compute refit: TensorRT-LLM 12.4% -> 11.7% and 10.9% -> 10.6%, SGLang 32.1% -> 27.7% and
+48.9% -> 40.8%, vLLM 8.6% -> 7.5% and 8.5% -> 8.1%. (On the earlier single-factor pooled fit the
+gains were larger — TensorRT-LLM TPOT 16.6% -> 14.0%, SGLang 37.9% -> 30.1% — because per-
+precision compute and 4-bit streaming now explain part of what separated the engines: each
+engine ran a different mix of precisions.)"""
 
 
 @pytest.mark.parametrize("engine", list(ef.ENGINES))
