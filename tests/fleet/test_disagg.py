@@ -76,7 +76,7 @@ def test_ttft_is_prefill_plus_transfer_plus_one_decode_step(r1_gb200, arrays) ->
 
 def test_transfer_across_systems_is_slower_than_inside_one(catalog, arrays) -> None:
     """On 8-GPU B200 nodes a unit larger than a node moves its KV over the scale-out NIC."""
-    _, _, units = _grid(catalog, arrays, "llama-3.1-70b", "hgx-b200-8", 8192, 512)
+    _, _, units = _grid(catalog, arrays, "qwen3-235b-a22b", "hgx-b200-8", 8192, 512)
     one = units.estimate.devices_per_replica <= 8
     assert np.any(one) and np.any(~one)
     per_byte = units.transfer_s / kv_transfer_bytes(arrays, units.prefill)
