@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -135,7 +136,7 @@ class CatalogArrays:
         rows = np.array([acc.ids.index(a) for a in accelerator_ids], dtype=np.int64)
         by_precision = acc.flops_fraction_by_precision.copy()
         by_precision[rows, :] = flops_fraction
-        new = {"flops_fraction_by_precision": by_precision}
+        new: dict[str, Any] = {"flops_fraction_by_precision": by_precision}
         for name, value in (
             ("bandwidth_fraction", bandwidth_fraction),
             ("flops_fraction", flops_fraction),
@@ -214,14 +215,12 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
         for key, value in row.items():
             rows[key].append(value)
     ints = {"num_layers", "moe_layers", "num_heads", "num_kv_heads", "num_experts"}
-    return ModelArrays(
-        ids=tuple(catalog.models),
-        **{
-            k: np.asarray(v, dtype=np.int64 if k in ints else np.float64)
-            for k, v in rows.items()
-            if k != "ids"
-        },
-    )
+    columns: dict[str, Any] = {
+        k: np.asarray(v, dtype=np.int64 if k in ints else np.float64)
+        for k, v in rows.items()
+        if k != "ids"
+    }
+    return ModelArrays(ids=tuple(catalog.models), **columns)
 
 
 def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:

@@ -326,6 +326,7 @@ def build_structure(
     # (6) reconfiguration: x[c,t] - x[c,t-1] <= d, x[c,t-1] - x[c,t] <= d,
     #     sum_c spr d[c,t] <= 2 * limit * systems[p,t] (each moved system leaves and arrives).
     if n_d:
+        assert reconfiguration_limit is not None  # moved columns exist only with a limit
         d_cols = n_x + n_s + np.arange(n_d)
         for sign, kind in ((1.0, RECONFIG_UP), (-1.0, RECONFIG_DOWN)):
             rows = base + np.arange(n_d)

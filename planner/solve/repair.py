@@ -180,7 +180,7 @@ def round_within_reconfiguration(
     for t in range(tables.periods - 2, -1, -1):
         reach[:, t] = np.minimum(reach[:, t], reach[:, t + 1] + allowed[:, t + 1] / 2.0)
     for p, cs in enumerate(pools):
-        for t in np.flatnonzero((spr[cs, None] * x[cs]).sum(axis=0) > reach[p]):
+        for t in np.flatnonzero((spr[cs, None] * x[cs]).sum(axis=0) > reach[p]).tolist():
             used = int((spr[cs] * x[cs, t]).sum())
             for i in np.argsort(-spr[cs]):
                 while used > reach[p, t] and x[cs[i], t] > 0:
