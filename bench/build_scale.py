@@ -1,5 +1,5 @@
-"""Build time of the planning tables at week scale (DESIGN.md section 3: 20+ pools, 10+ serving
-variants, 3 tiers, 168 hours). Prints sizes and seconds; run from the repo root:
+"""Build time of the planning tables at week scale (a frontier lab's week: 20+ pools, 10+
+serving variants, 3 tiers, 168 hours). Prints sizes and seconds; run from the repo root:
 
     python bench/build_scale.py [--weeks N] [--solve]
 """

@@ -1,6 +1,6 @@
 """The tables the solver sees: inventory, offers and demand, candidates. Nothing else crosses.
 
-Vocabulary (DESIGN.md section 3):
+Vocabulary:
 - family f: a model family sold under one name (flagship plus optional distilled variants);
 - tier k: batch / standard / fast ..., each with SLOs and a menu of price multipliers;
 - offer o: one way to sell tier k of family f = (serving variant, price multiplier). The serving

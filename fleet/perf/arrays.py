@@ -6,7 +6,7 @@
 ``fleet.catalog.PRECISIONS``. Everything is SI: bytes, bytes/s, FLOP/s, seconds.
 
 Weight bytes are counted by component (``fleet.catalog.params.param_breakdown``) because the
-components shard differently (DESIGN.md; docs/performance-model.md):
+components shard differently (docs/performance-model.md):
 - ``replicated_params``: attention, dense FFNs, shared experts and routers — split by tp,
   replicated over the dp attention ranks;
 - ``expert_params``: routed experts — split over all tp x dp devices of a pipeline stage;

@@ -17,7 +17,8 @@ Variables (named by domain key in dumps, e.g. ``replicas[pool=h200-us-east,cand=
 Constraints:
     (1) one combo per family:  sum_m z[f,m] = 1.
     (2) served <= demand of the chosen combo, split by the tier's OWN offer (exact, and the LP
-        stays small -- SOLVER-NOTES): for each offer o of tier k and block b of w_k periods,
+        stays small: split by combo instead, the week-scale root LP did not solve in 60 s in our
+        measurements): for each offer o of tier k and block b of w_k periods,
         sum_{t in b} s[o,t] <= sum_{m: combo_offer[m,k]=o} z[f,m] * sum_{t in b} D[m,k,t].
     (3) capacity per (family, tier, variant) and period: sum_{o of fkv} s[o,t]
         <= sum_{c of fkv} tokens_per_s_per_replica[c,t] * x[c,t]; a candidate serves only

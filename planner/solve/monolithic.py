@@ -3,8 +3,9 @@
 Combo binaries z, integer replicas and served columns in one model (constraints (1)-(6)), built
 from the same arrays as the decomposition (``Structure.joint``). The solver's best solution is
 re-valued by ``planner.solve.evaluate`` (same objective, exact served split) and its dual bound is
-the reported bound. SOLVER-NOTES measured this route at week scale: HiGHS often ends at its root
-heuristics, SCIP reaches a few percent, CP-SAT far less; it is exact and fine on small instances.
+the reported bound. Measured at week scale (24 pools, 168 hours, 60 s, OR-Tools 9.15 on 2 cores):
+HiGHS often ends at its root heuristics (no branch-and-bound node), SCIP reaches a few percent,
+CP-SAT far less; it is exact and fine on small instances.
 """
 
 from __future__ import annotations
