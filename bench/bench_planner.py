@@ -93,7 +93,7 @@ def main() -> None:
 
 def run_scenarios(paths: list[Path], verbose: bool) -> None:
     from fleet.catalog.load import load_catalog
-    from planner.build import build
+    from planner.build import Built, build
     from planner.run import load_scenario, solve_options
 
     catalog = load_catalog()
@@ -107,10 +107,10 @@ def run_scenarios(paths: list[Path], verbose: bool) -> None:
         t0 = time.perf_counter()
         built = build(scenario, catalog)
         build_s = time.perf_counter() - t0
-        tables = built.tables
-        if tables is None:
+        if not isinstance(built, Built):
             print(f"{path.stem:24} not solved: the front half reports it infeasible")
             continue
+        tables = built.tables
         progress = (lambda p: print(f"    {p.elapsed_s:7.2f}s {p.message}")) if verbose else None
         r = solve(tables, solve_options(scenario), progress)
         ref = tables.demand.reference_combo

@@ -13,7 +13,7 @@ import numpy as np
 
 from fleet.catalog.load import load_catalog
 from fleet.perf import build_arrays
-from planner.build import build
+from planner.build import Built, build
 from planner.scenario import (
     ChoiceModel,
     CompactDemand,
@@ -129,8 +129,8 @@ def main() -> None:
     s = scenario(args.weeks)
     built = build(s, catalog, arrays)
     t2 = time.perf_counter()
+    assert isinstance(built, Built), built.reasons
     t = built.tables
-    assert t is not None
     d = t.demand
     print(
         f"pools {len(s.fleet.pools)}, systems {sum(p.count for p in s.fleet.pools):,}, "

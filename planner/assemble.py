@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from fleet.catalog.schema import PRECISIONS
-from planner.build import Built
+from planner.build import Built, Unplannable
 from planner.plan import Assignment, Binding, Flow, Plan, PoolUsage, TierPrice, meets_ttft_slo
 from planner.promise import keep_ttft_promise, queue_wait_s
 from planner.solution import BindingConstraint, SolveResult, SolveStatus
@@ -23,7 +23,7 @@ from planner.tables import SECONDS_PER_HOUR
 from planner.unserved import unserved_warnings
 
 
-def infeasible_plan(built: Built) -> Plan:
+def infeasible_plan(built: Unplannable) -> Plan:
     """The plan of a scenario that cannot be served as asked: reasons, no solve."""
     n = len(built.reasons)
     return Plan(
@@ -60,55 +60,68 @@ def _binding(b: BindingConstraint, period_hours: float) -> Binding:
     )
 
 
-def _periods(built: Built) -> int:
+def _periods(built: Built | Unplannable) -> int:
     s = built.scenario
     return s.demand[0].hours // s.options.period_hours
 
 
 def assemble_plan(built: Built, result: SolveResult) -> Plan:
     """Name every figure of ``result``; partial values are never read (no plan, no figures)."""
-    assert built.tables is not None and built.candidates is not None and built.demand is not None
-    has_plan = result.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
-    if has_plan:
-        result = keep_ttft_promise(built, result)
-    base = {
-        "scenario": built.scenario.meta.name,
-        "status": result.status,
-        "message": result.message,
-        "objective_usd": result.objective_usd if has_plan else 0.0,
-        "revenue_usd": result.revenue_usd if has_plan else 0.0,
-        "cost_usd": result.cost_usd if has_plan else 0.0,
-        "penalty_usd": result.penalty_usd if has_plan else 0.0,
-        "margin_usd": result.revenue_usd - result.cost_usd if has_plan else 0.0,
-        "bound_usd": result.bound_usd if math.isfinite(result.bound_usd) else 0.0,
-        "gap": result.gap if math.isfinite(result.gap) else 1.0,
-        "solve_s": result.solve_s,
-        "build_s": built.build_s + result.build_s,
-        "period_hours": built.tables.period_hours,
-        "periods": built.tables.periods,
-        "reasons": built.reasons,
-        "warnings": built.warnings,
-    }
-    if not has_plan:
-        return Plan(**base)
+    bound_usd = result.bound_usd if math.isfinite(result.bound_usd) else 0.0
+    gap = result.gap if math.isfinite(result.gap) else 1.0
+    if not result.status.has_plan:
+        return Plan(
+            scenario=built.scenario.meta.name,
+            status=result.status,
+            message=result.message,
+            objective_usd=0.0,
+            revenue_usd=0.0,
+            cost_usd=0.0,
+            penalty_usd=0.0,
+            margin_usd=0.0,
+            bound_usd=bound_usd,
+            gap=gap,
+            solve_s=result.solve_s,
+            build_s=built.build_s + result.build_s,
+            period_hours=built.tables.period_hours,
+            periods=built.tables.periods,
+            reasons=built.reasons,
+            warnings=built.warnings,
+        )
+    result = keep_ttft_promise(built, result)
     assignments = _assignments(built, result)
     flows = _flows(built, result)
-    base["warnings"] = (
-        built.warnings + _late(built, assignments) + tuple(unserved_warnings(built, result, flows))
-    )
     return Plan(
-        **base,
+        scenario=built.scenario.meta.name,
+        status=result.status,
+        message=result.message,
+        objective_usd=result.objective_usd,
+        revenue_usd=result.revenue_usd,
+        cost_usd=result.cost_usd,
+        penalty_usd=result.penalty_usd,
+        margin_usd=result.revenue_usd - result.cost_usd,
+        bound_usd=bound_usd,
+        gap=gap,
+        solve_s=result.solve_s,
+        build_s=built.build_s + result.build_s,
+        period_hours=built.tables.period_hours,
+        periods=built.tables.periods,
         prices=_prices(built, result),
         assignments=assignments,
         flows=flows,
         pool_usage=_pool_usage(built, result),
         binding=tuple(_binding(b, built.tables.period_hours) for b in result.binding),
+        reasons=built.reasons,
+        warnings=(
+            built.warnings
+            + _late(built, assignments)
+            + tuple(unserved_warnings(built, result, flows))
+        ),
     )
 
 
 def _prices(built: Built, result: SolveResult) -> tuple[TierPrice, ...]:
     t, info, s = built.tables, built.demand, built.scenario
-    assert t is not None and info is not None
     d, offers = t.demand, t.demand.offers
     out = []
     for f, family in enumerate(s.families):
@@ -155,7 +168,6 @@ def _late(built: Built, assignments: tuple[Assignment, ...]) -> tuple[str, ...]:
 
 def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
     t, det, info, s = built.tables, built.candidates, built.demand, built.scenario
-    assert t is not None and det is not None and info is not None
     cand = t.candidates
     c_idx, p_idx = np.nonzero(result.replicas > 0)
     units = result.replicas[c_idx, p_idx]
@@ -203,7 +215,6 @@ def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:
 
 def _flows(built: Built, result: SolveResult) -> tuple[Flow, ...]:
     t, info, s = built.tables, built.demand, built.scenario
-    assert t is not None and info is not None
     d, cand = t.demand, t.candidates
     n_f, n_k, n_t = len(s.families), len(s.tiers), t.periods
     served = np.zeros((n_f, n_k, n_t))
@@ -236,7 +247,6 @@ def _flows(built: Built, result: SolveResult) -> tuple[Flow, ...]:
 
 def _pool_usage(built: Built, result: SolveResult) -> tuple[PoolUsage, ...]:
     t = built.tables
-    assert t is not None
     inv, cand = t.inventory, t.candidates
     used = np.zeros(inv.systems_available.shape, dtype=np.int64)
     np.add.at(used, cand.pool, result.replicas * cand.systems_per_replica[:, None])

@@ -73,11 +73,24 @@ class CandidateDetails:
 
 @dataclass(frozen=True, slots=True)
 class Built:
+    """A plannable scenario: the tables the solver sees and the side tables the plan needs."""
+
     scenario: Scenario
-    tables: PlanningTables | None
-    """None when the scenario is infeasible by construction (see ``reasons``)."""
-    candidates: CandidateDetails | None
-    demand: DemandInfo | None
+    tables: PlanningTables
+    candidates: CandidateDetails
+    demand: DemandInfo
+    reasons: tuple[str, ...]
+    """Sold tiers no configuration can serve, planned as unserved (``allow_unserved_tiers``)."""
+    warnings: tuple[str, ...]
+    build_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Unplannable:
+    """A scenario infeasible by construction: a sold tier no configuration can serve, with
+    ``allow_unserved_tiers`` false. Nothing is solved; the reasons say why."""
+
+    scenario: Scenario
     reasons: tuple[str, ...]
     warnings: tuple[str, ...]
     build_s: float
@@ -284,7 +297,9 @@ def estimated_pools(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
     return tuple(out)
 
 
-def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) -> Built:
+def build(
+    s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None
+) -> Built | Unplannable:
     """Everything the solver and the plan need, or the reasons the scenario cannot be planned."""
     start = time.perf_counter()
     check_catalog(s, catalog)
@@ -297,7 +312,7 @@ def build(s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None) ->
     reasons = tuple(r.text for r in screened.reasons)
     warnings: list[str] = list(estimated_pools(s, catalog))
     if reasons and not s.options.allow_unserved_tiers:
-        return Built(s, None, None, None, reasons, tuple(warnings), time.perf_counter() - start)
+        return Unplannable(s, reasons, tuple(warnings), time.perf_counter() - start)
     warnings.extend(f"planned as unserved: {r}" for r in reasons)
     servable_precisions = frozenset(
         (g.family, g.tier, g.model, PRECISIONS[int(p)])

@@ -31,12 +31,10 @@ from dataclasses import dataclass
 
 from planner.plan import Plan
 from planner.scenario import Expectation, Scenario
-from planner.solution import SolveStatus
 
 Measured = float | str | bool | None
 
 _REL_TOL = 1e-9
-_HAS_PLAN = (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +121,7 @@ def _evaluate_one(plan: Plan, index: int, e: Expectation) -> Outcome:
         return Outcome(index, e, value, ok, "" if ok else f"plan is {value}: {plan.message}")
     if e.metric == "reason":
         return _reason(plan, index, e)
-    if plan.status not in _HAS_PLAN:
+    if not plan.status.has_plan:
         return Outcome(index, e, None, False, f"no plan to measure: status {plan.status.value}")
     value, why = _measure(plan, e)
     if e.metric == "tier_served":

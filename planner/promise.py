@@ -51,7 +51,6 @@ load stays within the slack despite rounding."""
 def queue_of(built: Built, c_idx: IntArray, p_idx: IntArray) -> IntArray:
     """A queue id per (candidate, period): (family, tier, routing domain, period)."""
     t = built.tables
-    assert t is not None
     cand = t.candidates
     domain = routing_domains(built.scenario)
     n_dom = int(domain.max()) + 1
@@ -67,7 +66,6 @@ def queue_wait_s(
     output tokens/s): its queue's wait for a slot at the tier's TTFT percentile, seconds (inf
     when the queue is unstable). Members of one queue see the same wait."""
     det = built.candidates
-    assert det is not None
     slots = replicas * det.configs.batch[c_idx]
     rate = served / det.output_tokens[c_idx]
     erlangs = rate * det.request_s[c_idx]
@@ -111,7 +109,6 @@ class _Repair:
 
     def __init__(self, built: Built, result: SolveResult) -> None:
         t, det = built.tables, built.candidates
-        assert t is not None and det is not None
         self.built, self.t, self.det = built, t, det
         self.replicas = result.replicas.copy()
         self.served = result.served_tokens_per_s.copy()
@@ -243,8 +240,7 @@ def keep_ttft_promise(built: Built, result: SolveResult) -> SolveResult:
     """``result`` with every queue of a tier with a TTFT SLO within it at the planned load
     (module docstring); unchanged when nothing misses."""
     t, det = built.tables, built.candidates
-    assert t is not None and det is not None
-    if result.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not result.status.has_plan:
         return result
     prods = products(t, result.combo)
     repair = _Repair(built, result)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays
 from planner.assemble import assemble_plan, infeasible_plan
-from planner.build import build
+from planner.build import Unplannable, build
 from planner.plan import Plan
 from planner.scenario import Scenario
 from planner.scenario_check import decode_scenario, load_scenario
@@ -52,7 +52,7 @@ def plan_scenario(
     """Plan ``scenario`` on ``catalog``. ``arrays`` (``fleet.perf.build_arrays(catalog)``) may be
     passed to reuse them across calls; ``solver`` defaults to ``planner.solve.solve``."""
     built = build(scenario, catalog, arrays)
-    if built.tables is None:
+    if isinstance(built, Unplannable):
         return infeasible_plan(built)
     run = solve if solver is None else solver
     result = run(built.tables, solve_options(scenario, time_limit_s), progress)

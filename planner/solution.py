@@ -22,6 +22,11 @@ class SolveStatus(StrEnum):
     NO_SOLUTION = "no_solution"
     """Time limit reached before any plan was found."""
 
+    @property
+    def has_plan(self) -> bool:
+        """A plan came out (optimal or feasible): its figures may be read."""
+        return self in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
+
 
 @dataclass(frozen=True, slots=True)
 class SolveOptions:

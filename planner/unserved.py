@@ -25,7 +25,6 @@ from planner.tables import SECONDS_PER_HOUR
 def unserved_warnings(built: Built, result: SolveResult, flows: tuple[Flow, ...]) -> list[str]:
     """One sentence per sold (family, tier) that has candidates but nothing served."""
     t, det, s = built.tables, built.candidates, built.scenario
-    assert t is not None and det is not None
     cand, d = t.candidates, t.demand
     out: list[str] = []
     for f, family in enumerate(s.families):

@@ -66,7 +66,6 @@ def run(args: argparse.Namespace) -> int:
     from fleet.catalog.load import load_catalog
     from planner.run import load_scenario, plan_scenario
     from planner.scenario import MAX_TIME_LIMIT_S
-    from planner.solution import SolveStatus
 
     if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT_S:
         raise InputError(f"--time-limit: must be > 0 and <= {MAX_TIME_LIMIT_S:g}")
@@ -87,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             raise write_error("--json", args.json, err) from None
     print(summary(plan, scenario.meta.description))
-    has_plan = plan.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
-    return 0 if has_plan else 1
+    return 0 if plan.status.has_plan else 1
 
 
 def _usd(value: float) -> str:
@@ -142,7 +140,7 @@ def _assignment_rows(assignments: list[Assignment]) -> list[list[str]]:
 
 def summary(plan: Plan, description: str = "") -> str:
     """The human summary of a plan (what ``farebox plan`` prints)."""
-    from planner.solution import SolveStatus
+    from planner.tables import SECONDS_PER_HOUR
 
     out = [f"{plan.scenario}" + (f" -- {description}" if description else "")]
     horizon = plan.periods * plan.period_hours
@@ -153,7 +151,7 @@ def summary(plan: Plan, description: str = "") -> str:
     if plan.reasons:
         out.append("why the scenario cannot be served as asked:")
         out.extend(f"  - {r}" for r in plan.reasons)
-    if plan.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not plan.status.has_plan:
         out.append(plan.message)
         out.extend(f"warning: {w}" for w in plan.warnings)
         return "\n".join(out)
@@ -218,7 +216,7 @@ def summary(plan: Plan, description: str = "") -> str:
             [
                 family,
                 tier,
-                f"{asked * 3600 * plan.period_hours / 1e6:,.1f}",
+                f"{asked * SECONDS_PER_HOUR * plan.period_hours / 1e6:,.1f}",
                 f"{served / asked:.1%}" if asked > 0 else "-",
                 _usd(sum(f.revenue_usd for f in flows)),
             ]

@@ -101,14 +101,13 @@ def run(args: argparse.Namespace) -> int:
     from fleet.catalog.load import load_catalog
     from planner.report import report_frames, write_frames
     from planner.scenario import MAX_TIME_LIMIT_S
-    from planner.solution import SolveStatus
 
     if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT_S:
         raise InputError(f"--time-limit: must be > 0 and <= {MAX_TIME_LIMIT_S:g}")
     output_folder(args.out, "--out")
     catalog = load_catalog(args.catalog_dir)
     plan, scenario = _plan_of(args, catalog)
-    if plan.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not plan.status.has_plan:
         print(
             f"farebox report: no plan to report: {plan.status.value}: {plan.message}",
             file=sys.stderr,

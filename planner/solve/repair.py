@@ -15,13 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.solve.evaluate import (
-    SECONDS_PER_HOUR,
     block_sums,
     capacity,
     products,
     replica_upper,
 )
-from planner.tables import PlanningTables
+from planner.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

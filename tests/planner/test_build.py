@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from planner.assemble import _late, assemble_plan
-from planner.build import build, build_inventory
+from planner.build import Built, build, build_inventory
 from planner.plan import Plan, meets_ttft_slo
 from planner.promise import keep_ttft_promise
 from planner.report.frames import report_frames
@@ -69,7 +69,7 @@ def _check_tables(t: PlanningTables) -> None:
 def test_tiny_tables_meet_the_slos(tiny_with, catalog, arrays) -> None:
     s = _scenario(tiny_with)
     built = build(s, catalog, arrays)
-    assert built.tables is not None and built.candidates is not None
+    assert isinstance(built, Built)
     t, det = built.tables, built.candidates
     _check_tables(t)
     for k, tier in enumerate(s.tiers):
@@ -113,7 +113,7 @@ def test_allow_unserved_tiers_plans_around_it(tiny_with, catalog, arrays) -> Non
         doc["options"]["allow_unserved_tiers"] = True
 
     built = build(_scenario(tiny_with, edit), catalog, arrays)
-    assert built.tables is not None
+    assert isinstance(built, Built)
     assert not (built.tables.candidates.tier == 1).any()
     assert built.warnings and built.warnings[0].startswith("planned as unserved: no candidate")
 
@@ -197,7 +197,7 @@ def micro(tiny_with):
 
 def test_assembly_matches_a_brute_force_optimum(micro, catalog, arrays) -> None:
     built = build(micro, catalog, arrays)
-    assert built.tables is not None
+    assert isinstance(built, Built)
     result = brute_force(built.tables)
     plan = assemble_plan(built, result)
     assert isinstance(plan, Plan)

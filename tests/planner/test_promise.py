@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fleet.errors import InputError
-from planner.build import build, routing_domains
+from planner.build import Built, build, routing_domains
 from planner.plan import meets_ttft_slo
 from planner.promise import max_load, queue_of
 from planner.queueing import wait_quantile_s
@@ -52,6 +52,7 @@ def test_routing_decides_which_replicas_share_a_queue(tiny_with, catalog, arrays
     for routing, shared in (("region", False), ("global", True)):
         s = _two_regions(tiny_with, routing)
         built = build(s, catalog, arrays)
+        assert isinstance(built, Built)
         assert routing_domains(s).tolist() == ([0, 1] if routing == "region" else [0, 0])
         cand = built.tables.candidates
         east = np.flatnonzero((cand.pool == 0) & (cand.tier == 0))[:1]
