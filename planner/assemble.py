@@ -67,8 +67,6 @@ def _periods(built: Built | Unplannable) -> int:
 
 def assemble_plan(built: Built, result: SolveResult) -> Plan:
     """Name every figure of ``result``; partial values are never read (no plan, no figures)."""
-    bound_usd = result.bound_usd if math.isfinite(result.bound_usd) else 0.0
-    gap = result.gap if math.isfinite(result.gap) else 1.0
     if not result.status.has_plan:
         return Plan(
             scenario=built.scenario.meta.name,
@@ -79,8 +77,8 @@ def assemble_plan(built: Built, result: SolveResult) -> Plan:
             cost_usd=0.0,
             penalty_usd=0.0,
             margin_usd=0.0,
-            bound_usd=bound_usd,
-            gap=gap,
+            bound_usd=_bound_usd(result),
+            gap=_gap(result),
             solve_s=result.solve_s,
             build_s=built.build_s + result.build_s,
             period_hours=built.tables.period_hours,
@@ -88,7 +86,7 @@ def assemble_plan(built: Built, result: SolveResult) -> Plan:
             reasons=built.reasons,
             warnings=built.warnings,
         )
-    result = keep_ttft_promise(built, result)
+    result = keep_ttft_promise(built, result)  # may add replicas: every figure comes after it
     assignments = _assignments(built, result)
     flows = _flows(built, result)
     return Plan(
@@ -100,8 +98,8 @@ def assemble_plan(built: Built, result: SolveResult) -> Plan:
         cost_usd=result.cost_usd,
         penalty_usd=result.penalty_usd,
         margin_usd=result.revenue_usd - result.cost_usd,
-        bound_usd=bound_usd,
-        gap=gap,
+        bound_usd=_bound_usd(result),
+        gap=_gap(result),
         solve_s=result.solve_s,
         build_s=built.build_s + result.build_s,
         period_hours=built.tables.period_hours,
@@ -118,6 +116,14 @@ def assemble_plan(built: Built, result: SolveResult) -> Plan:
             + tuple(unserved_warnings(built, result, flows))
         ),
     )
+
+
+def _bound_usd(result: SolveResult) -> float:
+    return result.bound_usd if math.isfinite(result.bound_usd) else 0.0
+
+
+def _gap(result: SolveResult) -> float:
+    return result.gap if math.isfinite(result.gap) else 1.0
 
 
 def _prices(built: Built, result: SolveResult) -> tuple[TierPrice, ...]:

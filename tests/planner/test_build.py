@@ -206,6 +206,7 @@ def test_assembly_matches_a_brute_force_optimum(micro, catalog, arrays) -> None:
     # of the rationed busy hour is shed (~0.02% of the objective).
     kept = keep_ttft_promise(built, result)
     assert plan.objective_usd == pytest.approx(kept.objective_usd)
+    assert kept.gap != result.gap and plan.gap == pytest.approx(kept.gap)  # gap after the repair
     assert result.objective_usd * (1 - 1e-3) <= plan.objective_usd <= result.objective_usd
     assert sum(f.revenue_usd for f in plan.flows) == pytest.approx(plan.revenue_usd, rel=1e-9)
     assert sum(a.cost_usd for a in plan.assignments) == pytest.approx(plan.cost_usd, rel=1e-9)
