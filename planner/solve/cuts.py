@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from planner.solve.model import DEMAND, REPLICAS, SERVED, Structure
+from planner.solve.formulation import DEMAND, REPLICAS, SERVED
+from planner.solve.model import Structure
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -7,8 +7,9 @@ import numpy.typing as npt
 
 from planner.solution import BindingConstraint, SolveResult, SolveStatus
 from planner.solve.evaluate import products
+from planner.solve.formulation import DEMAND, INVENTORY
 from planner.solve.incumbent import Incumbent
-from planner.solve.model import DEMAND, INVENTORY, Structure
+from planner.solve.model import Structure
 from planner.tables import PlanningTables
 
 FloatArray = npt.NDArray[np.float64]

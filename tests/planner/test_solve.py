@@ -16,7 +16,6 @@ from planner.solve.evaluate import evaluate, replica_upper
 from planner.solve.grouped import solve_fixed
 from planner.solve.linear import Engine
 from planner.solve.model import build_structure
-from planner.solve.names import column_names
 from planner.solve.repair import reconfiguration_ok, round_within_reconfiguration
 from planner.solve.rolling import rolling_lp
 from planner.tables import PlanningTables
@@ -208,7 +207,7 @@ def test_rounding_within_reconfiguration_keeps_the_limit() -> None:
 def test_columns_are_named_by_domain_key() -> None:
     tables = tiny_tables(6, window=True)
     st = build_structure(tables, reconfiguration_limit=0.5)
-    names = column_names(st)
+    names = st.column_names()
     assert len(names) == st.n_cols
     assert len(set(names)) == len(names)
     assert any(n.startswith("replicas[pool=pool") and ",cand=" in n for n in names)
