@@ -48,7 +48,7 @@ from api.wire import Health, PlanPage, PlanResource
 from fleet.catalog.load import load_catalog
 from fleet.catalog.schema import Accelerator, Model, System
 from fleet.perf.arrays import build_arrays
-from planner.scenario import Scenario
+from planner.scenario.schema import Scenario
 
 API_VERSION = "1.0.0"
 WIRE_TYPES = (

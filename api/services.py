@@ -27,10 +27,10 @@ from api.store_errors import store_error
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
-from planner.build import build_inventory, screen
-from planner.scenario import Scenario
-from planner.scenario_check import check_catalog, decode_scenario, horizon_hours
-from planner.workload import check_workload, workload
+from planner.build.pipeline import build_inventory, screen
+from planner.build.workload import check_workload, workload
+from planner.scenario.decode import check_catalog, decode_scenario, horizon_hours
+from planner.scenario.schema import Scenario
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Struct
 
 from api.store import FailureKind, PlanRecord, PlanStatus
-from planner.plan import Plan
+from planner.plan.schema import Plan
 
 
 class SolveProgress(Struct, frozen=True, kw_only=True):

@@ -36,12 +36,12 @@ import numpy as np
 from api.store import FailureKind
 from fleet.catalog.load import load_catalog
 from fleet.errors import InputError
-from planner.plan import Plan
+from planner.plan.schema import Plan
 from planner.report.frames import report_frames
 from planner.run import decode_scenario, plan_scenario
-from planner.solution import Progress, ProgressCallback, SolveOptions, SolveResult
 from planner.solve import solve as planner_solve
-from planner.tables import PlanningTables
+from planner.solve.solution import Progress, ProgressCallback, SolveOptions, SolveResult
+from planner.solve.tables import PlanningTables
 
 
 class ProgressMessage(msgspec.Struct, frozen=True, tag="progress"):

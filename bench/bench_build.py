@@ -14,8 +14,8 @@ import time
 
 from fleet.catalog.load import load_catalog
 from fleet.perf import build_arrays
-from planner.build import Built, build
-from planner.scenario_check import load_scenario
+from planner.build.pipeline import Built, build
+from planner.scenario.decode import load_scenario
 
 DEFAULT = ("scenarios/frontier-lab-week.toml", "scenarios/two-tricks.toml")
 

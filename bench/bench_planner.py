@@ -24,10 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synthetic import SIZES, accelerators, synthetic_tables
-from planner.solution import SolveOptions
 from planner.solve import solve
 from planner.solve.baselines import greedy, price_list
 from planner.solve.evaluate import evaluate
+from planner.solve.solution import SolveOptions
 
 
 def main() -> None:
@@ -93,7 +93,7 @@ def main() -> None:
 
 def run_scenarios(paths: list[Path], verbose: bool) -> None:
     from fleet.catalog.load import load_catalog
-    from planner.build import Built, build
+    from planner.build.pipeline import Built, build
     from planner.run import load_scenario, solve_options
 
     catalog = load_catalog()

@@ -13,8 +13,8 @@ import numpy as np
 
 from fleet.catalog.load import load_catalog
 from fleet.perf import build_arrays
-from planner.build import Built, build
-from planner.scenario import (
+from planner.build.pipeline import Built, build
+from planner.scenario.schema import (
     ChoiceModel,
     CompactDemand,
     Family,
@@ -145,7 +145,7 @@ def main() -> None:
     for w in built.warnings:
         print("warning:", w)
     if args.solve:
-        from planner.assemble import assemble_plan
+        from planner.plan.assemble import assemble_plan
         from planner.run import solve_options
         from planner.solve import solve
 

@@ -15,14 +15,14 @@ from collections.abc import Callable
 
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays
-from planner.assemble import assemble_plan, infeasible_plan
-from planner.build import Unplannable, build
-from planner.plan import Plan
-from planner.scenario import Scenario
-from planner.scenario_check import decode_scenario, load_scenario
-from planner.solution import ProgressCallback, SolveOptions, SolveResult
+from planner.build.pipeline import Unplannable, build
+from planner.plan.assemble import assemble_plan, infeasible_plan
+from planner.plan.schema import Plan
+from planner.scenario.decode import decode_scenario, load_scenario
+from planner.scenario.schema import Scenario
 from planner.solve import solve
-from planner.tables import PlanningTables
+from planner.solve.solution import ProgressCallback, SolveOptions, SolveResult
+from planner.solve.tables import PlanningTables
 
 Solver = Callable[[PlanningTables, SolveOptions, ProgressCallback | None], SolveResult]
 

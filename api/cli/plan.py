@@ -20,8 +20,8 @@ from api.cli._output import output_file, write_error
 from fleet.errors import InputError
 
 if TYPE_CHECKING:
-    from planner.plan import Assignment, Plan
-    from planner.solution import Progress
+    from planner.plan.schema import Assignment, Plan
+    from planner.solve.solution import Progress
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     from fleet.catalog.load import load_catalog
     from planner.run import load_scenario, plan_scenario
-    from planner.scenario import MAX_TIME_LIMIT_S
+    from planner.scenario.schema import MAX_TIME_LIMIT_S
 
     if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT_S:
         raise InputError(f"--time-limit: must be > 0 and <= {MAX_TIME_LIMIT_S:g}")
@@ -140,7 +140,7 @@ def _assignment_rows(assignments: list[Assignment]) -> list[list[str]]:
 
 def summary(plan: Plan, description: str = "") -> str:
     """The human summary of a plan (what ``farebox plan`` prints)."""
-    from planner.tables import SECONDS_PER_HOUR
+    from planner.solve.tables import SECONDS_PER_HOUR
 
     out = [f"{plan.scenario}" + (f" -- {description}" if description else "")]
     horizon = plan.periods * plan.period_hours

@@ -25,9 +25,9 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from planner.plan import Plan
+from planner.plan.schema import Plan
 from planner.report.operating import Curve
-from planner.tables import SECONDS_PER_HOUR
+from planner.solve.tables import SECONDS_PER_HOUR
 
 TIER_COLORS = ("#4C72B0", "#55A868", "#DD8452", "#C44E52", "#8172B3", "#937860")
 """Tiers in the order they first appear in the plan's prices; batch/standard/fast in most files."""

@@ -23,8 +23,8 @@ from datetime import date, datetime, timedelta
 
 import polars as pl
 
-from planner.plan import Plan, meets_ttft_slo
-from planner.tables import SECONDS_PER_HOUR
+from planner.plan.schema import Plan, meets_ttft_slo
+from planner.solve.tables import SECONDS_PER_HOUR
 
 DEFAULT_START = date(2026, 1, 5)
 """Start of the horizon when neither the scenario nor the caller gives one: a Monday, so that

@@ -22,9 +22,9 @@ from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.frontier import pareto_mask
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import FloatArray
-from planner.build import token_profile
-from planner.plan import Plan
-from planner.scenario import Scenario
+from planner.build.pipeline import token_profile
+from planner.plan.schema import Plan
+from planner.scenario.schema import Scenario
 
 DENSE_BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 

@@ -19,14 +19,14 @@ import time
 
 import numpy as np
 
-from planner.solution import ProgressCallback, SolveOptions, SolveResult, SolveStatus
-from planner.solve.checks import check_tables, unservable
 from planner.solve.decompose import decompose
 from planner.solve.incumbent import Incumbent
 from planner.solve.model import build_structure
 from planner.solve.monolithic import ENGINES, monolithic
 from planner.solve.result import assemble
-from planner.tables import PlanningTables
+from planner.solve.solution import ProgressCallback, SolveOptions, SolveResult, SolveStatus
+from planner.solve.tables import PlanningTables
+from planner.solve.validate import check_tables, unservable
 
 __all__ = ["solve"]
 

@@ -30,7 +30,6 @@ import time
 import numpy as np
 import numpy.typing as npt
 
-from planner.solution import SolveOptions
 from planner.solve import baselines
 from planner.solve.cuts import benders_cuts
 from planner.solve.grouped import solve_fixed, solve_root
@@ -41,6 +40,7 @@ from planner.solve.master import Master
 from planner.solve.model import Structure, build_structure
 from planner.solve.repair import reconfiguration_ok, repair, round_within_reconfiguration
 from planner.solve.rolling import CHUNK_PERIODS, rolling_lp
+from planner.solve.solution import SolveOptions
 from planner.solve.swap import improve_by_swaps
 
 IntArray = npt.NDArray[np.int64]

@@ -55,7 +55,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from planner.tables import SECONDS_PER_HOUR, Demand, PlanningTables
+from planner.solve.tables import SECONDS_PER_HOUR, Demand, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from planner.solution import Progress, ProgressCallback
 from planner.solve.evaluate import PlanValue, evaluate
 from planner.solve.repair import reconfiguration_ok
-from planner.tables import SECONDS_PER_HOUR, PlanningTables
+from planner.solve.solution import Progress, ProgressCallback
+from planner.solve.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -28,7 +28,7 @@ from planner.solve import formulation as form
 from planner.solve.formulation import REPLICAS, SERVED
 from planner.solve.linear import LinearProgram
 from planner.solve.names import column_names, combo_names
-from planner.tables import PlanningTables
+from planner.solve.tables import PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -16,13 +16,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from planner.solution import SolveOptions
 from planner.solve.decompose import heaviest, replicas_from
 from planner.solve.formulation import SERVED
 from planner.solve.incumbent import Incumbent, trivial_bound
 from planner.solve.linear import Engine, Outcome, solve_program
 from planner.solve.model import Structure, build_structure
 from planner.solve.repair import reconfiguration_ok, repair
+from planner.solve.solution import SolveOptions
 
 ENGINES = {"highs": Engine.HIGHS, "scip": Engine.SCIP, "cpsat": Engine.CPSAT}
 

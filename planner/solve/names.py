@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.solve.formulation import MOVED
-from planner.tables import Demand, PlanningTables
+from planner.solve.tables import Demand, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 

@@ -20,7 +20,7 @@ from planner.solve.evaluate import (
     products,
     replica_upper,
 )
-from planner.tables import SECONDS_PER_HOUR, PlanningTables
+from planner.solve.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -28,7 +28,7 @@ from planner.solve.evaluate import (
     replica_upper,
 )
 from planner.solve.repair import repair
-from planner.tables import SECONDS_PER_HOUR, PlanningTables
+from planner.solve.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 

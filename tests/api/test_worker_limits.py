@@ -17,7 +17,7 @@ from api import worker
 from api.jobs import JobRunner
 from api.settings import Settings
 from api.store import FailureKind, PlanRecord, PlanStatus, Store
-from planner.scenario_check import load_scenario
+from planner.scenario.decode import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 

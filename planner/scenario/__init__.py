@@ -1,0 +1,2 @@
+"""Stage 1, the scenario: its schema (msgspec types and bounds, ``schema``) and decoding
+from TOML or JSON with one-line errors naming the field (``decode``)."""
