@@ -87,10 +87,10 @@ class PlanService:
 
     def validate(self, body: bytes) -> Scenario:
         """Everything that can be checked without solving: schema, references, catalog ids,
-        the server's horizon cap, the work the search asks for (``planner.workload``, counted
+        the server's horizon cap, the work the search asks for (``planner.build.workload``, counted
         before any of it is done), and that every sold tier has a configuration meeting its SLOs
-        (``planner.build.screen``: the performance model and SLO filter, no demand or queueing).
-        Raises InputError naming the field."""
+        (``planner.build.pipeline.screen``: the performance model and SLO filter, no demand or
+        queueing). Raises InputError naming the field."""
         scenario = decode_scenario(body, "json")
         check_catalog(scenario, self.catalog)
         hours = horizon_hours(scenario)

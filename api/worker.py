@@ -45,7 +45,7 @@ from planner.solve.tables import PlanningTables
 
 
 class ProgressMessage(msgspec.Struct, frozen=True, tag="progress"):
-    """How far the solve is: a ``planner.solution.Progress`` as JSON text, stored as it is."""
+    """How far the solve is: a ``planner.solve.solution.Progress`` as JSON text, stored as it is."""
 
     progress_json: str
 

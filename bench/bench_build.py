@@ -1,5 +1,5 @@
-"""Build time (scenario -> PlanningTables, ``planner.build.build``) of the shipped scenarios.
-Prints the best of ``--repeat`` wall-clock times per scenario; run from the repo root:
+"""Build time (scenario -> PlanningTables, ``planner.build.pipeline.build``) of the shipped
+scenarios. Prints the best of ``--repeat`` wall-clock times per scenario; run from the repo root:
 
     python bench/bench_build.py [--repeat N] [scenario.toml ...]
 

@@ -10,8 +10,8 @@ cost - penalty, USD over the horizon), and the objective of two baselines on the
 (``planner.solve.baselines``): (a) greedy, (b) config search + reference price list;
 "up_a/b" is the plan's objective over baseline (a) / (b), "rup_a/b" the same for revenue.
 Instances are ``bench.synthetic`` (invented shapes, not sourced figures). With ``--scenarios``
-the instances are checked-in scenario files built by the front half (``planner.build``: catalog,
-performance model, MNL demand), solved with each file's own options.
+the instances are checked-in scenario files built by the front half (``planner.build.pipeline``:
+catalog, performance model, MNL demand), solved with each file's own options.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """The planner's one entry point: scenario + catalog -> Plan.
 
 The CLI (``farebox plan``), ``farebox check``, the report and the REST API all call
-``plan_scenario``. It builds the tables (``planner.build``); a scenario that cannot be served as
-asked (a sold tier no configuration can serve, with ``allow_unserved_tiers`` false) comes back as
-an infeasible Plan with the reasons, without solving. Otherwise the solver (``planner.solve``)
-runs with the scenario's options, and ``planner.assemble`` names the result.
+``plan_scenario``. It builds the tables (``planner.build.pipeline``); a scenario that cannot be
+served as asked (a sold tier no configuration can serve, with ``allow_unserved_tiers`` false) comes
+back as an infeasible Plan with the reasons, without solving. Otherwise the solver
+(``planner.solve``) runs with the scenario's options, and ``planner.plan.assemble`` names the
+result.
 
-``load_scenario`` and ``decode_scenario`` (from ``planner.scenario_check``) parse scenarios.
+``load_scenario`` and ``decode_scenario`` (from ``planner.scenario.decode``) parse scenarios.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Each path is a scenario file (``.toml``, or ``.json``) or a directory, whose ``*.toml`` and
 ``*.json`` files are checked in name order; the default is ``scenarios/``. Every scenario is
 planned (``planner.run.plan_scenario``, the file's own time limit unless ``--time-limit``) and its
-``[[expect]]`` entries measured (``planner.check``). Progress goes to stderr, one line per
-scenario plus the solver's progress every few seconds; the table of results goes to stdout:
+``[[expect]]`` entries measured (``planner.plan.expectations``). Progress goes to stderr, one line
+per scenario plus the solver's progress every few seconds; the table of results goes to stdout:
 
     tiny  optimal  gap 0.01%  1.2 s
       PASS  status                                  == optimal          optimal

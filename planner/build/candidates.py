@@ -2,14 +2,15 @@
 
 A group is one (family, tier, serving variant, pool). Its rows are the performance model's
 configurations of the variant's model on the pool's system (layouts x precisions x batch caps x
-speculative options), estimated once per (model, system, token profile) by ``planner.build``.
+speculative options), estimated once per (model, system, token profile) by
+``planner.build.pipeline``.
 
 Filter (``eligible``): the configuration is valid and fits; its streaming speed at a full batch
 (the slowest a stream gets, so the floor holds at any percentile) reaches the offer's speed; its
 TTFT floor (prefill + one decode step, no queueing) is below the tier's TTFT SLO.
 
-Headroom (``planner.queueing``): in period t the tier's requests arrive at lambda_t; a replica of
-b = batch slots holding each request request_s seconds serves, within the TTFT percentile,
+Headroom (``planner.build.queueing``): in period t the tier's requests arrive at lambda_t; a replica
+of b = batch slots holding each request request_s seconds serves, within the TTFT percentile,
     tokens_per_s_per_replica[c, t] = raw_c x a / n*(lambda_t, request_s_c, slack_c),
 with a = lambda_t x request_s_c and n* the fewest slots meeting the wait percentile. Because
 raw = b x osl / request_s, this equals b x osl x lambda_t / n*: it grows with b and shrinks with

@@ -8,19 +8,19 @@ Steps:
    the scenario's search grid (``fleet.perf.grid.evaluate_grid``) at the full input length, of
    which round(isl x prefix-cache hit rate) tokens are cached: their prefill is skipped, their KV
    is still held and read by every stream.
-3. SLO filter per (family, tier, variant, pool) (``planner.candidates.eligible``). A sold tier
-   that no variant can serve on any pool gets a planner's sentence (``planner.reasons``); with
+3. SLO filter per (family, tier, variant, pool) (``planner.build.candidates.eligible``). A sold tier
+   that no variant can serve on any pool gets a planner's sentence (``planner.build.reasons``); with
    ``allow_unserved_tiers`` false the scenario is infeasible by construction and nothing is solved.
-4. Demand (``planner.demand.build_demand``), without the offers no candidate can serve.
+4. Demand (``planner.build.demand.build_demand``), without the offers no candidate can serve.
 5. Units: a replica smaller than a system is packed with its copies onto whole systems (8
    one-GPU replicas on an 8-GPU node), so the tables count whole systems; ``replicas_per_unit``
    says how many model replicas one table "replica" is.
 6. Headroom and pruning per group, against the load its queue can carry at most: the tier's
    lowest demand over the price cards that sell it with the group's variant in each period, but
    no more than the pools of the group's routing domain (its region, by default) could serve
-   with every system on it (``planner.candidates.prune``). Utilization caps grow with the load,
-   so a queue that carries less waits longer: ``planner.promise`` checks the plan's queues at
-   their planned load after the solve and repairs the few that miss.
+   with every system on it (``planner.build.candidates.prune``). Utilization caps grow with the
+   load, so a queue that carries less waits longer: ``planner.plan.promise`` checks the plan's
+   queues at their planned load after the solve and repairs the few that miss.
    Groups alike in everything pruning sees (estimates, rows, SLO, load: pools of one system in
    several regions, say) are pruned once.
 """

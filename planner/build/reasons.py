@@ -1,9 +1,10 @@
 """Why a tier cannot be served, in a capacity planner's words.
 
-While ``planner.build`` filters each (family, tier, variant) on every pool, a ``GroupTrace``
-remembers how far the best configuration got: it runs (valid, fits), it reaches the speed floor,
-its TTFT floor is under the SLO, its replica fits in the pool. When no pool gets a variant through,
-``unserved_sentence`` reports the furthest stage reached with the best figure there, e.g.
+While ``planner.build.pipeline`` filters each (family, tier, variant) on every pool, a
+``GroupTrace`` remembers how far the best configuration got: it runs (valid, fits), it reaches the
+speed floor, its TTFT floor is under the SLO, its replica fits in the pool. When no pool gets a
+variant through, ``unserved_sentence`` reports the furthest stage reached with the best figure
+there, e.g.
 
     no candidate of qwen3-235b-a22b on any pool reaches the fast tier's 170 tokens/s per user
     (best: 143 tokens/s on b200-us-east, tp=8 fp8 batch 1)

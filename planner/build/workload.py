@@ -1,6 +1,6 @@
 """How much work a scenario asks of the planner, counted before any of it is done.
 
-``planner.build.screen`` evaluates one search grid (layouts x precisions x batch caps x
+``planner.build.pipeline.screen`` evaluates one search grid (layouts x precisions x batch caps x
 speculative options, ``fleet.perf.grid``) per distinct (model, pool system, token profile) and
 keeps them all while it builds; then it checks each grid's rows against the SLOs of every
 (family, tier, variant, pool) that uses it. Both grow as products of the scenario's lists, so a
@@ -36,7 +36,8 @@ class Workload:
 
 
 def workload(s: Scenario, catalog: Catalog) -> Workload:
-    """The grids and checks ``planner.build.screen`` would do for ``s`` (catalog ids checked)."""
+    """The grids and checks ``planner.build.pipeline.screen`` would do for ``s`` (catalog ids
+    checked)."""
     search = s.options.search
     spec = tuple((o.draft_tokens, o.acceptance) for o in search.speculative)
     pools_of_system = Counter(pool.system for pool in s.fleet.pools)

@@ -2,10 +2,10 @@
 
 The solver speaks in indices (combo, candidate, period); the plan speaks in the business's names
 (pool, family, tier, model, layout, USD). Money over a period = rate x period seconds. Before
-naming anything, ``planner.promise`` checks the plan's queues (one per family, tier, routing domain
-and period, as the scenario routes requests) and repairs those whose wait would break a member's
-TTFT SLO; the reported TTFT at the planned load = the assignment's TTFT floor + its queue's wait
-at the tier's percentile, the same computation.
+naming anything, ``planner.plan.promise`` checks the plan's queues (one per family, tier, routing
+domain and period, as the scenario routes requests) and repairs those whose wait would break a
+member's TTFT SLO; the reported TTFT at the planned load = the assignment's TTFT floor + its queue's
+wait at the tier's percentile, the same computation.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Evaluate a scenario's expectations against its plan: what ``farebox check`` gates CI on.
 
-Each ``Expectation`` (``planner.scenario``) names a metric, optional selectors and a test. The
-metric is measured on the ``Plan`` alone, so a plan read back from JSON checks the same way:
+Each ``Expectation`` (``planner.scenario.schema``) names a metric, optional selectors and a test.
+The metric is measured on the ``Plan`` alone, so a plan read back from JSON checks the same way:
 
 - ``revenue_usd``: sum of the flows' revenue (selectors family, tier); no selector = the plan's.
 - ``cost_usd``: running cost; by pool from the pool usage, by family/tier from the assignments;

@@ -3,16 +3,16 @@ the post-solve step that makes every reported assignment meet its tier's TTFT SL
 
 Queues. A router per (family, tier, routing domain) dispatches the tier's requests of a period to
 the batch slots of every replica it fronts, FIFO: an M/M/n queue with n = their slots, the load
-routed to it in Erlangs, and the load-weighted mean holding time (``planner.queueing``). The
+routed to it in Erlangs, and the load-weighted mean holding time (``planner.build.queueing``). The
 domain is the pool's region under ``fleet.routing = "region"`` (the default: a replica joins its
 region's queue, pools of other regions never share it) and the whole fleet under ``"global"``.
 A request's TTFT = the queue's wait + the TTFT floor of the replica that takes it, so every
 member c of a queue meets the SLO T at percentile p when the wait's p-quantile <= T - floor_c.
 
-Why a step after the solve. The headroom in the tables (``planner.candidates``) is a utilization
-cap per candidate, fixed before the solve at the tier's demand. A queue that carries less (a
-region's share, a rationed tier, a spill-over pool) pools fewer slots and waits longer at the
-same utilization, and one member with a high floor tightens the whole queue. The solver sees
+Why a step after the solve. The headroom in the tables (``planner.build.candidates``) is a
+utilization cap per candidate, fixed before the solve at the tier's demand. A queue that carries
+less (a region's share, a rationed tier, a spill-over pool) pools fewer slots and waits longer at
+the same utilization, and one member with a high floor tightens the whole queue. The solver sees
 tables only, so the plan it returns is checked queue by queue and repaired:
 
 1. Capacity of each queue: the most tokens/s it can take with its slots (its members' split of

@@ -5,8 +5,8 @@ Parquet report and the REST API. Figures are in the units their names carry (USD
 milliseconds for TTFT as SLOs are written); periods are indices into the horizon, each
 ``period_hours`` long, period t covering hours [t x period_hours, (t + 1) x period_hours).
 
-``planner.assemble.assemble_plan`` builds it from a ``SolveResult`` and the build's side tables;
-``planner.run.plan_scenario`` is the entry point.
+``planner.plan.assemble.assemble_plan`` builds it from a ``SolveResult`` and the build's side
+tables; ``planner.run.plan_scenario`` is the entry point.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ pay for whole replicas. The plan then says which, per (family, tier), next to it
     at full load (h100-us-east, tp=1 fp8 batch 256 spec k=3, 1 system(s) at $2,000.00/h), more
     than the highest price on the menu pays ($1.15 per M output tokens at multiplier 2)
 
-Tiers that no configuration can serve at all are explained by ``planner.reasons`` instead.
+Tiers that no configuration can serve at all are explained by ``planner.build.reasons`` instead.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def unserved_warnings(built: Built, result: SolveResult, flows: tuple[Flow, ...]
                 out.append(f"{label}: nothing served: no demand in any period")
                 continue
             if rows.size == 0:
-                continue  # no configuration serves it: planner.reasons said why
+                continue  # no configuration serves it: planner.build.reasons said why
             # Cost of one output token at full load, per candidate and period (USD per token).
             tokens_per_s = cand.tokens_per_s_per_replica[rows]
             usd_per_s = (

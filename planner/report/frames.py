@@ -380,7 +380,7 @@ def _products(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFr
         )
     )
     # Tokens served by assignments whose reported TTFT misses the tier's SLO: the same test as
-    # the plan's warnings (``planner.plan.meets_ttft_slo``).
+    # the plan's warnings (``planner.plan.schema.meets_ttft_slo``).
     late = (
         pl.DataFrame(
             {

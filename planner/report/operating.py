@@ -3,9 +3,9 @@
 For the (family, serving model, system) triples that carry the most served tokens, evaluate the
 performance model over the scenario's search grid (every valid layout x precision x speculative
 option, batch caps from the scenario's plus a denser ladder so the curve reads smoothly) with the
-family's token profile, exactly as ``planner.build`` does; keep the configurations that fit; take
-the Pareto frontier (no other configuration is both faster per user and higher in throughput per
-device); and place each configuration the plan chose on it, per tier.
+family's token profile, exactly as ``planner.build.pipeline`` does; keep the configurations that
+fit; take the Pareto frontier (no other configuration is both faster per user and higher in
+throughput per device); and place each configuration the plan chose on it, per tier.
 
 Needs the scenario (pool -> system, the family's token profile, the search options) and the
 catalog: a plan read back from JSON alone has neither, and its report has no frontier chart.

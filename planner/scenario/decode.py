@@ -1,6 +1,6 @@
 """Decode a scenario at the edge and check what one field cannot check alone.
 
-``decode_scenario`` parses TOML or JSON into ``planner.scenario.Scenario`` (one JSON Decoder,
+``decode_scenario`` parses TOML or JSON into ``planner.scenario.schema.Scenario`` (one JSON Decoder,
 built once), turns msgspec's errors into ``InputError`` messages that start with the field path
 (``$.fleet.pools[2].count: must be >= 0``), then runs ``check_scenario``: duplicate ids,
 references between sections (demand -> family, tier variants -> family variants, reference shares

@@ -7,12 +7,12 @@ demand per family over the horizon with its choice-model parameters, and expecta
 
 Everything here is structure and constraints one field can check on its own (``Meta``); the checks
 that span fields (duplicate ids, references between sections, horizon lengths) and the catalog
-references live in ``planner.scenario_check``, which also turns msgspec's errors into one-line
+references live in ``planner.scenario.decode``, which also turns msgspec's errors into one-line
 ``InputError`` messages that name the field path (``$.fleet.pools[2].count: must be >= 0``).
 
 Units: rates per second, times in hours where the business thinks in hours (outages, windows),
 TTFT in milliseconds as SLOs are written, prices in USD per million tokens as price cards are
-written. ``planner.build`` converts to SI.
+written. ``planner.build.pipeline`` converts to SI.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class Search(Frozen, kw_only=True):
     """The configurations the planner may choose from, per (model, system): every valid layout
     crossed with these precisions, batch caps and speculative options. Repeats are evaluated
     once; the lists are bounded, and so is their product with the layouts
-    (``planner.workload``)."""
+    (``planner.build.workload``)."""
 
     precisions: Annotated[tuple[Precision, ...], Meta(min_length=1, max_length=8)] = (
         "bf16",
@@ -205,7 +205,8 @@ class Fleet(Frozen, kw_only=True):
     routing: Routing = "region"
     """How a tier's requests reach replicas: "region" = a router per region and (family, tier)
     queues them for the slots of that region's replicas only; "global" = one router per (family,
-    tier) pools every region's replicas. The TTFT promise is kept per queue (planner.promise)."""
+    tier) pools every region's replicas. The TTFT promise is kept per queue
+    (planner.plan.promise)."""
 
 
 class Variant(Frozen, kw_only=True):
@@ -328,7 +329,7 @@ class Expectation(Frozen, kw_only=True):
     """One claim about the plan, checked by ``farebox check``.
 
     Selectors narrow the metric (``family``, ``tier``, ``pool``, ``variant``); which ones each
-    metric takes is in ``planner.scenario_check.METRIC_SELECTORS``. Numeric metrics take
+    metric takes is in ``planner.scenario.decode.METRIC_SELECTORS``. Numeric metrics take
     ``min``/``max``; ``status`` takes ``equals`` (a status string); ``tier_served`` takes
     ``equals`` (a bool); ``reason`` takes ``contains``.
     """

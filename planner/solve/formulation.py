@@ -2,7 +2,7 @@
 the objective, each a function below in this numbering. ``planner.solve.model`` stacks the row
 blocks into one matrix; every method (``planner.solve``) solves this model or a part of it.
 
-Data (``planner.tables.PlanningTables``): pools p with systems_available[p,t] and a cost per
+Data (``planner.solve.tables.PlanningTables``): pools p with systems_available[p,t] and a cost per
 system-hour; offers o = (family f, tier k, serving variant, price multiplier) with revenue
 usd_per_output_token[o,t]; combos m of a family (one offer per tier) with demanded tokens/s
 D[m,k,t] (MNL, so tiers substitute); candidates c (pool, family, tier, variant) with

@@ -202,7 +202,7 @@ def test_assembly_matches_a_brute_force_optimum(micro, catalog, arrays) -> None:
     plan = assemble_plan(built, result)
     assert isinstance(plan, Plan)
     assert built.tables.candidates.pool.shape[0] >= 2 and plan.assignments
-    # The plan names the result after the TTFT promise is kept (planner.promise): here a sliver
+    # The plan names the result after the TTFT promise is kept (planner.plan.promise): here a sliver
     # of the rationed busy hour is shed (~0.02% of the objective).
     kept = keep_ttft_promise(built, result)
     assert plan.objective_usd == pytest.approx(kept.objective_usd)

@@ -1,4 +1,5 @@
-"""planner.workload counts what planner.build.screen will evaluate, without evaluating it."""
+"""planner.build.workload counts what planner.build.pipeline.screen will evaluate, without
+evaluating it."""
 
 from __future__ import annotations
 

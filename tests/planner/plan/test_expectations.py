@@ -1,4 +1,4 @@
-"""planner.check: every metric measured on a hand-built plan whose figures are known."""
+"""planner.plan.expectations: every metric measured on a hand-built plan whose figures are known."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The TTFT promise (planner.promise): queues follow the scenario's routing, a queue's capacity is
-the most load that keeps its wait within the slack, and every reported assignment meets its SLO."""
+"""The TTFT promise (planner.plan.promise): queues follow the scenario's routing, a queue's capacity
+is the most load that keeps its wait within the slack, and every reported assignment meets its
+SLO."""
 
 from __future__ import annotations
 
