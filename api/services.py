@@ -29,7 +29,8 @@ from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
 from planner.build.pipeline import build_inventory, screen
 from planner.build.workload import check_workload, workload
-from planner.scenario.decode import check_catalog, decode_scenario, horizon_hours
+from planner.scenario.decode import check_catalog, decode_scenario
+from planner.scenario.derived import horizon_hours
 from planner.scenario.schema import Scenario
 
 T = TypeVar("T")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleet.errors import InputError
-from planner.scenario.decode import family_variants
+from planner.scenario.derived import family_variants
 from planner.scenario.schema import HOURS_PER_WEEK, OUTSIDE, FamilyDemand, Scenario
 from planner.solve.tables import Demand, FloatArray, IntArray, Offers
 

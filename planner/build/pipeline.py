@@ -43,7 +43,8 @@ from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
 from planner.build.candidates import Columns, Pruned, Slo, eligible, prune
 from planner.build.demand import DemandInfo, build_demand, offer_speed
 from planner.build.reasons import GroupTrace, Reason, unserved_reason
-from planner.scenario.decode import check_catalog, family_variants, horizon_hours
+from planner.scenario.decode import check_catalog
+from planner.scenario.derived import family_variants, horizon_hours
 from planner.scenario.schema import HOURS_PER_WEEK, FamilyDemand, Pool, Scenario
 from planner.solve.tables import Candidates, Demand, Inventory, PlanningTables
 
@@ -391,11 +392,11 @@ def build(
                 "osl": np.full(n, osl),
             }
         )
-    tables, details = _assemble(parts, chosen, inventory, demand, s)
+    tables, details = _stack_tables(parts, chosen, inventory, demand, s)
     return Built(s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start)
 
 
-def _assemble(
+def _stack_tables(
     parts: list[dict[str, np.ndarray]],
     chosen: list[tuple[Configs, Estimate]],
     inventory: Inventory,

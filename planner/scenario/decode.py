@@ -20,6 +20,7 @@ import msgspec
 
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
+from planner.scenario.derived import family_variants
 from planner.scenario.schema import (
     FLAGSHIP,
     HOURS_PER_WEEK,
@@ -126,11 +127,6 @@ def load_scenario(path: str | Path) -> Scenario:
         return decode_scenario(data, "json" if file.suffix == ".json" else "toml")
     except InputError as err:
         raise InputError(f"{file.name}: {err}") from None
-
-
-def horizon_hours(scenario: Scenario) -> int:
-    """The horizon: every family's forecast has this many hours (checked)."""
-    return scenario.demand[0].hours
 
 
 def _duplicates(ids: Iterable[str], where: str, field: str = "id") -> None:
@@ -243,19 +239,6 @@ def _check_families(s: Scenario) -> None:
                     f"$.families[{i}].variants[{j}].model: {model!r} is already a variant of "
                     f"family {family.id!r}"
                 )
-
-
-def family_variants(s: Scenario, family_index: int, tier_index: int) -> tuple[str, ...]:
-    """Model ids that may serve ``tier`` of ``family``: the family's variants the tier admits."""
-    family = s.families[family_index]
-    tier = s.tiers[tier_index]
-    models = (family.flagship, *(v.model for v in family.variants))
-    if tier.variants is None:
-        return models
-    admitted = set(tier.variants)
-    return tuple(
-        m for k, m in enumerate(models) if m in admitted or (k == 0 and FLAGSHIP in admitted)
-    )
 
 
 def _check_tiers(s: Scenario) -> None:

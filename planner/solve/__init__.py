@@ -23,7 +23,7 @@ from planner.solve.decompose import decompose
 from planner.solve.incumbent import Incumbent
 from planner.solve.model import build_structure
 from planner.solve.monolithic import ENGINES, monolithic
-from planner.solve.result import assemble
+from planner.solve.result import solve_result
 from planner.solve.solution import ProgressCallback, SolveOptions, SolveResult, SolveStatus
 from planner.solve.tables import PlanningTables
 from planner.solve.validate import check_tables, unservable
@@ -66,7 +66,7 @@ def solve(
     if notes:
         message += "; " + "; ".join(notes)
     inc.report(message)
-    return assemble(st, inc, status, message, build_s, solve_s)
+    return solve_result(st, inc, status, message, build_s, solve_s)
 
 
 def _no_plan(

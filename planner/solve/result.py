@@ -69,7 +69,7 @@ def binding_constraints(st: Structure, inc: Incumbent) -> tuple[BindingConstrain
     return tuple(out)
 
 
-def assemble(
+def solve_result(
     st: Structure,
     inc: Incumbent,
     status: SolveStatus,

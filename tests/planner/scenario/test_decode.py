@@ -11,13 +11,8 @@ import pytest
 
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
-from planner.scenario.decode import (
-    check_catalog,
-    decode_scenario,
-    family_variants,
-    horizon_hours,
-    load_scenario,
-)
+from planner.scenario.decode import check_catalog, decode_scenario, load_scenario
+from planner.scenario.derived import family_variants, horizon_hours
 from planner.scenario.schema import Scenario
 from tests.planner.conftest import SCENARIOS
 
