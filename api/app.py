@@ -57,7 +57,7 @@ from fleet.catalog.engines import Engine
 from fleet.catalog.load import load_catalog
 from fleet.catalog.schema import Accelerator, Model, System
 from fleet.perf.arrays import build_arrays
-from planner.scenario import Scenario
+from planner.scenario.schema import Scenario
 
 API_VERSION = "1.0.0"
 WIRE_TYPES = (

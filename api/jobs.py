@@ -215,15 +215,17 @@ class JobRunner:
     async def _follow(self, job: _Job, receiver: Connection) -> None:
         """Relay the child's messages until it ends, then record the outcome."""
         plan_id = job.claim.id
-        result: tuple[Any, ...] | None = None
+        result: worker.DoneMessage | worker.FailedMessage | None = None
         try:
             while result is None:
                 try:
-                    message = await self._call(receiver.recv)
+                    message = await self._call(worker.receive, receiver)
                 except (EOFError, OSError):
                     break
-                if message[0] == "progress":
-                    await self._call(self.store.set_progress, plan_id, self.owner, message[1])
+                if isinstance(message, worker.ProgressMessage):
+                    await self._call(
+                        self.store.set_progress, plan_id, self.owner, message.progress_json
+                    )
                 else:
                     result = message
             await self._call(job.process.join, 5.0)
@@ -239,7 +241,9 @@ class JobRunner:
             self._finished.clear()
             self._wake.set()
 
-    async def _record(self, job: _Job, result: tuple[Any, ...] | None) -> None:
+    async def _record(
+        self, job: _Job, result: worker.DoneMessage | worker.FailedMessage | None
+    ) -> None:
         plan_id, owner = job.claim.id, self.owner
         if job.stop_reason in ("cancelled", "shutdown"):
             return
@@ -256,9 +260,9 @@ class JobRunner:
                 "(FAREBOX_SOLVER_MEMORY_MB) may end this way"
             )
             await self._call(self.store.finish_failed, plan_id, owner, FailureKind.CRASH, reason)
-        elif result[0] == "done":
-            await self._call(self.store.finish_done, plan_id, owner, result[1], result[2])
-        else:
+        elif isinstance(result, worker.DoneMessage):
             await self._call(
-                self.store.finish_failed, plan_id, owner, FailureKind(result[1]), result[2]
+                self.store.finish_done, plan_id, owner, result.plan_json, result.tables
             )
+        else:
+            await self._call(self.store.finish_failed, plan_id, owner, result.kind, result.reason)

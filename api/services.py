@@ -27,10 +27,11 @@ from api.store_errors import store_error
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
-from planner.build import build_inventory, screen
-from planner.scenario import Scenario
-from planner.scenario_check import Format, check_catalog, decode_scenario, horizon_hours
-from planner.workload import check_workload, workload
+from planner.build.pipeline import build_inventory, screen
+from planner.build.workload import check_workload, workload
+from planner.scenario.decode import Format, check_catalog, decode_scenario
+from planner.scenario.derived import horizon_hours
+from planner.scenario.schema import Scenario
 
 T = TypeVar("T")
 
@@ -95,10 +96,10 @@ class PlanService:
 
     def validate(self, body: bytes, format: Format = "json") -> Scenario:
         """Everything that can be checked without solving: schema, references, catalog ids,
-        the server's horizon cap, the work the search asks for (``planner.workload``, counted
+        the server's horizon cap, the work the search asks for (``planner.build.workload``, counted
         before any of it is done), and that every sold tier has a configuration meeting its SLOs
-        (``planner.build.screen``: the performance model and SLO filter, no demand or queueing).
-        Raises InputError naming the field."""
+        (``planner.build.pipeline.screen``: the performance model and SLO filter, no demand or
+        queueing). Raises InputError naming the field."""
         scenario = decode_scenario(body, format)
         check_catalog(scenario, self.catalog)
         hours = horizon_hours(scenario)

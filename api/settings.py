@@ -70,7 +70,7 @@ class Settings:
     """A plan whose solve was interrupted by a server crash this many times is failed."""
     retry_after_s: int = 10
     max_configurations: int = 2_000_000
-    """A plan's search grids (``planner.workload``), refused at POST when larger: 3.4x the
+    """A plan's search grids (``planner.build.workload``), refused at POST when larger: 3.4x the
     frontier-lab week's 588,438, ~0.7 GB while screening."""
     max_slo_checks: int = 12_000_000
     """A plan's configuration x (family, tier, variant, pool) SLO checks: 2.4x the frontier-lab

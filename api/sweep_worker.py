@@ -29,7 +29,7 @@ from api.worker import die_with_parent
 from fleet.errors import InputError
 
 if TYPE_CHECKING:
-    from planner.scenario import Scenario
+    from planner.scenario.schema import Scenario
     from planner.sweep.grid import Point, Spec
     from planner.sweep.run import MonteCarlo
 
@@ -159,7 +159,7 @@ class Prepared(NamedTuple):
 def prepare_request(request: bytes, *, max_points: int, max_evaluations: int) -> Prepared:
     """Decode and check a sweep request whole (the scenario, every point, the Monte Carlo
     settings): (scenario, specs, monte carlo, points, time limit). Errors name the field."""
-    from planner.scenario_check import decode_scenario
+    from planner.scenario.decode import decode_scenario
     from planner.sweep.grid import parse_specs
     from planner.sweep.run import MonteCarlo, SweepLimits, prepare
 

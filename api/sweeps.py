@@ -144,9 +144,10 @@ class SweepService:
 
     def _validate(self, body: bytes) -> tuple[int, int, float]:
         """Everything ``prepare_request`` checks, plus the server's limits (a worker thread)."""
-        from planner.scenario_check import check_catalog, horizon_hours
+        from planner.build.workload import check_workload, workload
+        from planner.scenario.decode import check_catalog
+        from planner.scenario.derived import horizon_hours
         from planner.sweep.run import GRACE_S, point_time_limit_s
-        from planner.workload import check_workload, workload
 
         s = self.settings
         prepared = sweep_worker.prepare_request(

@@ -1,8 +1,8 @@
 """Wire types of the REST API (msgspec Structs) that are not already domain types.
 
-The request body of ``POST /v1/plans`` is ``planner.scenario.Scenario`` itself and a finished
-plan is ``planner.plan.Plan`` itself: one schema for the TOML file, the REST body and the stored
-request. What is here wraps them: a plan's status, pages of plans, health.
+The request body of ``POST /v1/plans`` is ``planner.scenario.schema.Scenario`` itself and a finished
+plan is ``planner.plan.schema.Plan`` itself: one schema for the TOML file, the REST body and the
+stored request. What is here wraps them: a plan's status, pages of plans, health.
 
 Times on the wire are UTC datetimes (ISO 8601); durations carry their unit (``time_limit_s``).
 """
@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Struct
 
 from api.store import FailureKind, PlanRecord, PlanStatus
-from planner.plan import Plan
+from planner.plan.schema import Plan
 
 
 class SolveProgress(Struct, frozen=True, kw_only=True):

@@ -1,14 +1,11 @@
 """What runs inside a solver worker process: decode the stored request, plan it, send back.
 
 ``api.jobs`` starts one process per plan (from a forkserver that has already imported the
-planner, so a start costs milliseconds) and talks to it over a pipe. The child sends::
-
-    ("progress", json_text)                     at most every PROGRESS_EVERY_S seconds
-    ("done", plan_json, {table: parquet_bytes})
-    ("failed", FailureKind, reason)
-
-and exits. It never touches the database: results are written by the runner that holds the
-plan's lease, so a killed or orphaned child can never write a stale result. On Linux the child
+planner, so a start costs milliseconds) and talks to it over a pipe. The child sends
+``WorkerMessage``s (a msgspec tagged union, msgpack on the pipe): ``ProgressMessage`` at most
+every PROGRESS_EVERY_S seconds, then one ``DoneMessage`` or ``FailedMessage``, and exits. It
+never touches the database: results are written by the runner that holds the plan's lease, so a
+killed or orphaned child can never write a stale result. On Linux the child
 asks the kernel to kill it when its parent (the forkserver) dies, so a kill -9 of the server
 leaves no solver burning a core.
 
@@ -39,12 +36,48 @@ import numpy as np
 from api.store import FailureKind
 from fleet.catalog.load import load_catalog
 from fleet.errors import InputError
-from planner.plan import Plan
+from planner.plan.schema import Plan
 from planner.report.frames import report_frames
 from planner.run import decode_scenario, plan_scenario
-from planner.solution import Progress, ProgressCallback, SolveOptions, SolveResult
 from planner.solve import solve as planner_solve
-from planner.tables import PlanningTables
+from planner.solve.solution import Progress, ProgressCallback, SolveOptions, SolveResult
+from planner.solve.tables import PlanningTables
+
+
+class ProgressMessage(msgspec.Struct, frozen=True, tag="progress"):
+    """How far the solve is: a ``planner.solve.solution.Progress`` as JSON text, stored as it is."""
+
+    progress_json: str
+
+
+class DoneMessage(msgspec.Struct, frozen=True, tag="done"):
+    """The plan (JSON) and its report tables (Parquet files, by table name)."""
+
+    plan_json: bytes
+    tables: dict[str, bytes]
+
+
+class FailedMessage(msgspec.Struct, frozen=True, tag="failed"):
+    """No plan: why, and whose fault (``FailureKind``)."""
+
+    kind: FailureKind
+    reason: str
+
+
+WorkerMessage = ProgressMessage | DoneMessage | FailedMessage
+_MESSAGE_ENCODER = msgspec.msgpack.Encoder()
+_MESSAGE_DECODER = msgspec.msgpack.Decoder(WorkerMessage)
+
+
+def send(conn: Connection, message: WorkerMessage) -> None:
+    """Send one message to the other end of the pipe."""
+    conn.send_bytes(_MESSAGE_ENCODER.encode(message))
+
+
+def receive(conn: Connection) -> WorkerMessage:
+    """The next message from the pipe (EOFError once the other end is closed)."""
+    return _MESSAGE_DECODER.decode(conn.recv_bytes())
+
 
 PROGRESS_EVERY_S = 0.5
 MIB = 1024 * 1024
@@ -98,31 +131,29 @@ def solve(conn: Connection, request: bytes, time_limit_s: float, catalog_dir: st
     die_with_parent()
     started = time.monotonic()
     try:
-        outcome: tuple[object, ...] = _solve(conn, request, time_limit_s, catalog_dir)
+        outcome: DoneMessage | FailedMessage = _solve(conn, request, time_limit_s, catalog_dir)
     except BrokenPipeError:  # the runner is gone (stopping): nobody to tell
         return
     except OutOfTime:
-        outcome = (
-            "failed",
+        outcome = FailedMessage(
             FailureKind.TIMEOUT,
             f"the plan's time limit of {time_limit_s:g} s ran out after "
             f"{time.monotonic() - started:.1f} s, while building the planning tables, before "
             "the solve could start; give a longer time limit or plan a smaller scenario",
         )
     except MemoryError:
-        outcome = ("failed", FailureKind.INPUT, _memory_reason())
+        outcome = FailedMessage(FailureKind.INPUT, _memory_reason())
     except InputError as err:
-        outcome = ("failed", FailureKind.INPUT, str(err))
+        outcome = FailedMessage(FailureKind.INPUT, str(err))
     except Exception as err:  # a bug: report it on the plan instead of dying silently
         last = traceback.extract_tb(err.__traceback__)[-1]
-        outcome = (
-            "failed",
+        outcome = FailedMessage(
             FailureKind.ERROR,
             f"internal error: {type(err).__name__}: {err} "
             f"({Path(last.filename).name}:{last.lineno})",
         )
     try:
-        conn.send(outcome)
+        send(conn, outcome)
     except BrokenPipeError:
         return
     finally:
@@ -141,7 +172,7 @@ def _memory_reason() -> str:
 
 def _solve(
     conn: Connection, request: bytes, time_limit_s: float, catalog_dir: str | None
-) -> tuple[str, bytes, dict[str, bytes]]:
+) -> DoneMessage:
     deadline = time.monotonic() + time_limit_s
     signal.signal(signal.SIGALRM, _out_of_time)
     signal.setitimer(signal.ITIMER_REAL, time_limit_s)
@@ -153,7 +184,7 @@ def _solve(
 
 def _plan(
     conn: Connection, request: bytes, deadline: float, catalog_dir: str | None
-) -> tuple[str, bytes, dict[str, bytes]]:
+) -> DoneMessage:
     scenario = decode_scenario(request, format="json")
     catalog = load_catalog(Path(catalog_dir) if catalog_dir else None)
     last_sent = 0.0
@@ -163,7 +194,7 @@ def _plan(
         now = time.monotonic()
         if now - last_sent >= PROGRESS_EVERY_S:
             last_sent = now
-            conn.send(("progress", _ENCODER.encode(update).decode()))
+            send(conn, ProgressMessage(_ENCODER.encode(update).decode()))
 
     def solve_in_time_left(
         tables: PlanningTables, options: SolveOptions, report: ProgressCallback | None
@@ -175,7 +206,7 @@ def _plan(
         return planner_solve(tables, dataclasses.replace(options, time_limit_s=left), report)
 
     plan = plan_scenario(scenario, catalog, progress=progress, solver=solve_in_time_left)
-    return ("done", _ENCODER.encode(plan), report_tables(plan))
+    return DoneMessage(_ENCODER.encode(plan), report_tables(plan))
 
 
 def _numpy_scalar(value: object) -> object:

@@ -1,5 +1,5 @@
-"""Build time (scenario -> PlanningTables, ``planner.build.build``) of the shipped scenarios.
-Prints the best of ``--repeat`` wall-clock times per scenario; run from the repo root:
+"""Build time (scenario -> PlanningTables, ``planner.build.pipeline.build``) of the shipped
+scenarios. Prints the best of ``--repeat`` wall-clock times per scenario; run from the repo root:
 
     python bench/bench_build.py [--repeat N] [scenario.toml ...]
 
@@ -14,8 +14,8 @@ import time
 
 from fleet.catalog.load import load_catalog
 from fleet.perf import build_arrays
-from planner.build import build
-from planner.scenario_check import load_scenario
+from planner.build.pipeline import Built, build
+from planner.scenario.decode import load_scenario
 
 DEFAULT = ("scenarios/frontier-lab-week.toml", "scenarios/two-tricks.toml")
 
@@ -34,7 +34,7 @@ def main() -> None:
             t0 = time.perf_counter()
             built = build(s, catalog, arrays)
             times.append(time.perf_counter() - t0)
-        cands = 0 if built.tables is None else built.tables.candidates.pool.shape[0]
+        cands = built.tables.candidates.pool.shape[0] if isinstance(built, Built) else 0
         print(
             f"{path}: build {min(times):.3f}s best of {args.repeat} "
             f"(all: {', '.join(f'{t:.3f}' for t in times)}), candidates {cands}"

@@ -12,8 +12,8 @@ cost - penalty, USD over the horizon), and the objective of baselines on the sam
 search over price cards (``planner.solve.provider``);
 "up_a/b" is the plan's objective over baseline (a) / (b), "rup_a/b" the same for revenue.
 Instances are ``bench.synthetic`` (invented shapes, not sourced figures). With ``--scenarios``
-the instances are checked-in scenario files built by the front half (``planner.build``: catalog,
-performance model, MNL demand), solved with each file's own options.
+the instances are checked-in scenario files built by the front half (``planner.build.pipeline``:
+catalog, performance model, MNL demand), solved with each file's own options.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.synthetic import SIZES, accelerators, synthetic_tables
-from planner.solution import SolveOptions
 from planner.solve import solve
 from planner.solve.baselines import greedy, price_list
 from planner.solve.evaluate import evaluate
+from planner.solve.solution import SolveOptions
 
 
 def main() -> None:
@@ -98,7 +98,7 @@ def run_scenarios(paths: list[Path], verbose: bool) -> None:
     cards searched (s); "closed" is the share of the plan's uplift over (p) that price search
     alone recovers."""
     from fleet.catalog.load import load_catalog
-    from planner.build import build
+    from planner.build.pipeline import Built, build
     from planner.run import load_scenario, solve_options
     from planner.solve.provider import price_search, provider_fill
 
@@ -114,10 +114,10 @@ def run_scenarios(paths: list[Path], verbose: bool) -> None:
         t0 = time.perf_counter()
         built = build(scenario, catalog)
         build_s = time.perf_counter() - t0
-        tables = built.tables
-        if tables is None:
+        if not isinstance(built, Built):
             print(f"{path.stem:24} not solved: the front half reports it infeasible")
             continue
+        tables = built.tables
         progress = (lambda p: print(f"    {p.elapsed_s:7.2f}s {p.message}")) if verbose else None
         r = solve(tables, solve_options(scenario), progress)
         ref = tables.demand.reference_combo

@@ -1,5 +1,5 @@
-"""Build time of the planning tables at week scale (DESIGN.md section 3: 20+ pools, 10+ serving
-variants, 3 tiers, 168 hours). Prints sizes and seconds; run from the repo root:
+"""Build time of the planning tables at week scale (a frontier lab's week: 20+ pools, 10+
+serving variants, 3 tiers, 168 hours). Prints sizes and seconds; run from the repo root:
 
     python bench/build_scale.py [--weeks N] [--solve [--time-limit S]]
 """
@@ -13,8 +13,8 @@ import numpy as np
 
 from fleet.catalog.load import load_catalog
 from fleet.perf import build_arrays
-from planner.build import build
-from planner.scenario import (
+from planner.build.pipeline import Built, build
+from planner.scenario.schema import (
     ChoiceModel,
     CompactDemand,
     Family,
@@ -132,8 +132,8 @@ def main() -> None:
     s = scenario(args.weeks)
     built = build(s, catalog, arrays)
     t2 = time.perf_counter()
+    assert isinstance(built, Built), built.reasons
     t = built.tables
-    assert t is not None
     d = t.demand
     print(
         f"pools {len(s.fleet.pools)}, systems {sum(p.count for p in s.fleet.pools):,}, "
@@ -148,7 +148,7 @@ def main() -> None:
     for w in built.warnings:
         print("warning:", w)
     if args.solve:
-        from planner.assemble import assemble_plan
+        from planner.plan.assemble import assemble_plan
         from planner.run import solve_options
         from planner.solve import solve
 

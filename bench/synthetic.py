@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.tables import Candidates, Demand, Inventory, Offers, PlanningTables
+from planner.solve.tables import Candidates, Demand, Inventory, Offers, PlanningTables
 
 
 @dataclass(frozen=True, slots=True)

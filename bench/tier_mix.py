@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fleet.catalog import load_catalog
 from planner.run import plan_scenario
-from planner.scenario_check import load_scenario
+from planner.scenario.decode import load_scenario
 
 DEFAULT = Path(__file__).resolve().parents[1] / "scenarios" / "frontier-lab-week.toml"
 

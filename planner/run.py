@@ -1,12 +1,13 @@
 """The planner's one entry point: scenario + catalog -> Plan.
 
 The CLI (``farebox plan``), ``farebox check``, the report and the REST API all call
-``plan_scenario``. It builds the tables (``planner.build``); a scenario that cannot be served as
-asked (a sold tier no configuration can serve, with ``allow_unserved_tiers`` false) comes back as
-an infeasible Plan with the reasons, without solving. Otherwise the solver (``planner.solve``)
-runs with the scenario's options, and ``planner.assemble`` names the result.
+``plan_scenario``. It builds the tables (``planner.build.pipeline``); a scenario that cannot be
+served as asked (a sold tier no configuration can serve, with ``allow_unserved_tiers`` false) comes
+back as an infeasible Plan with the reasons, without solving. Otherwise the solver
+(``planner.solve``) runs with the scenario's options, and ``planner.plan.assemble`` names the
+result.
 
-``load_scenario`` and ``decode_scenario`` (from ``planner.scenario_check``) parse scenarios.
+``load_scenario`` and ``decode_scenario`` (from ``planner.scenario.decode``) parse scenarios.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections.abc import Callable
 
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays
-from planner.assemble import assemble_plan, infeasible_plan
-from planner.build import build
-from planner.plan import Plan
-from planner.scenario import Scenario
-from planner.scenario_check import decode_scenario, load_scenario
-from planner.solution import ProgressCallback, SolveOptions, SolveResult
+from planner.build.pipeline import Unplannable, build
+from planner.plan.assemble import assemble_plan, infeasible_plan
+from planner.plan.schema import Plan
+from planner.scenario.decode import decode_scenario, load_scenario
+from planner.scenario.schema import Scenario
 from planner.solve import solve
-from planner.tables import PlanningTables
+from planner.solve.solution import ProgressCallback, SolveOptions, SolveResult
+from planner.solve.tables import PlanningTables
 
 Solver = Callable[[PlanningTables, SolveOptions, ProgressCallback | None], SolveResult]
 
@@ -52,7 +53,7 @@ def plan_scenario(
     """Plan ``scenario`` on ``catalog``. ``arrays`` (``fleet.perf.build_arrays(catalog)``) may be
     passed to reuse them across calls; ``solver`` defaults to ``planner.solve.solve``."""
     built = build(scenario, catalog, arrays)
-    if built.tables is None:
+    if isinstance(built, Unplannable):
         return infeasible_plan(built)
     run = solve if solver is None else solver
     result = run(built.tables, solve_options(scenario, time_limit_s), progress)

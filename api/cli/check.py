@@ -3,8 +3,8 @@
 Each path is a scenario file (``.toml``, or ``.json``) or a directory, whose ``*.toml`` and
 ``*.json`` files are checked in name order; the default is ``scenarios/``. Every scenario is
 planned (``planner.run.plan_scenario``, the file's own time limit unless ``--time-limit``) and its
-``[[expect]]`` entries measured (``planner.check``). Progress goes to stderr, one line per
-scenario plus the solver's progress every few seconds; the table of results goes to stdout:
+``[[expect]]`` entries measured (``planner.plan.expectations``). Progress goes to stderr, one line
+per scenario plus the solver's progress every few seconds; the table of results goes to stdout:
 
     tiny  optimal  gap 0.01%  1.2 s
       PASS  status                                  == optimal          optimal
@@ -32,9 +32,9 @@ from fleet.errors import InputError
 if TYPE_CHECKING:
     from fleet.catalog.load import Catalog
     from fleet.perf.arrays import CatalogArrays
-    from planner.check import Outcome
-    from planner.plan import Plan
-    from planner.solution import Progress, ProgressCallback
+    from planner.plan.expectations import Outcome
+    from planner.plan.schema import Plan
+    from planner.solve.solution import Progress, ProgressCallback
 
 DEFAULT_DIR = Path("scenarios")
 PROGRESS_EVERY_S = 5.0
@@ -103,7 +103,7 @@ def check_file(
     log: TextIO | None = None,
 ) -> ScenarioResult:
     """Plan one scenario file and evaluate its expectations; never raises for a bad file."""
-    from planner.check import evaluate
+    from planner.plan.expectations import evaluate
     from planner.run import load_scenario, plan_scenario
 
     start = time.perf_counter()
@@ -158,7 +158,7 @@ def _summary(r: ScenarioResult) -> str:
 
 def format_results(results: list[ScenarioResult]) -> str:
     """The table ``farebox check`` prints: one block per scenario, one line per expectation."""
-    from planner.check import format_measured
+    from planner.plan.expectations import format_measured
 
     lines: list[str] = []
     rows = [o for r in results for o in r.outcomes]
@@ -194,7 +194,7 @@ def format_results(results: list[ScenarioResult]) -> str:
 
 def junit_xml(results: list[ScenarioResult]) -> bytes:
     """One testsuite per scenario, one testcase per expectation (an error case when it broke)."""
-    from planner.check import format_measured
+    from planner.plan.expectations import format_measured
 
     suites = ET.Element("testsuites", name="farebox check")
     for r in results:
@@ -232,7 +232,7 @@ def junit_xml(results: list[ScenarioResult]) -> bytes:
 def run(args: argparse.Namespace) -> int:
     from fleet.catalog.load import load_catalog
     from fleet.perf.arrays import build_arrays
-    from planner.scenario import MAX_TIME_LIMIT_S
+    from planner.scenario.schema import MAX_TIME_LIMIT_S
 
     if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT_S:
         raise InputError(f"--time-limit: must be > 0 and <= {MAX_TIME_LIMIT_S:g}")

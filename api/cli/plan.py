@@ -20,8 +20,8 @@ from api.cli._output import output_file, write_error
 from fleet.errors import InputError
 
 if TYPE_CHECKING:
-    from planner.plan import Assignment, Plan
-    from planner.solution import Progress
+    from planner.plan.schema import Assignment, Plan
+    from planner.solve.solution import Progress
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -65,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     from fleet.catalog.load import load_catalog
     from planner.run import load_scenario, plan_scenario
-    from planner.scenario import MAX_TIME_LIMIT_S
-    from planner.solution import SolveStatus
+    from planner.scenario.schema import MAX_TIME_LIMIT_S
 
     if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT_S:
         raise InputError(f"--time-limit: must be > 0 and <= {MAX_TIME_LIMIT_S:g}")
@@ -86,13 +85,12 @@ def run(args: argparse.Namespace) -> int:
             args.json.write_bytes(msgspec.json.format(msgspec.json.encode(plan)))
         except OSError as err:
             raise write_error("--json", args.json, err) from None
-    from planner.build import build_inventory
+    from planner.build.pipeline import build_inventory
 
     inventory = build_inventory(scenario, catalog)
     prices = dict(zip(inventory.pool_ids, inventory.usd_per_system_hour.tolist(), strict=True))
     print(summary(plan, scenario.meta.description, usd_per_system_hour=prices))
-    has_plan = plan.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
-    return 0 if has_plan else 1
+    return 0 if plan.status.has_plan else 1
 
 
 def _usd(value: float) -> str:
@@ -149,10 +147,10 @@ def summary(
     plan: Plan, description: str = "", *, usd_per_system_hour: dict[str, float] | None = None
 ) -> str:
     """The human summary of a plan (what ``farebox plan`` prints). With each pool's hourly price
-    (``planner.build.build_inventory``, the price the plan charges used systems), the pools table
-    also shows what the idle system-hours cost at that price: not in the plan's cost (it pays
-    for the systems it uses), but paid all the same when the fleet is owned or reserved."""
-    from planner.solution import SolveStatus
+    (``planner.build.pipeline.build_inventory``, the price the plan charges used systems), the
+    pools table also shows what the idle system-hours cost at that price: not in the plan's cost
+    (it pays for the systems it uses), but paid all the same when the fleet is owned or reserved."""
+    from planner.solve.tables import SECONDS_PER_HOUR
 
     out = [f"{plan.scenario}" + (f" -- {description}" if description else "")]
     horizon = plan.periods * plan.period_hours
@@ -163,7 +161,7 @@ def summary(
     if plan.reasons:
         out.append("why the scenario cannot be served as asked:")
         out.extend(f"  - {r}" for r in plan.reasons)
-    if plan.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not plan.status.has_plan:
         out.append(plan.message)
         out.extend(f"warning: {w}" for w in plan.warnings)
         return "\n".join(out)
@@ -228,7 +226,7 @@ def summary(
             [
                 family,
                 tier,
-                f"{asked * 3600 * plan.period_hours / 1e6:,.1f}",
+                f"{asked * SECONDS_PER_HOUR * plan.period_hours / 1e6:,.1f}",
                 f"{served / asked:.1%}" if asked > 0 else "-",
                 _usd(sum(f.revenue_usd for f in flows)),
             ]

@@ -24,9 +24,9 @@ from fleet.errors import InputError
 
 if TYPE_CHECKING:
     from fleet.catalog.load import Catalog
-    from planner.plan import Plan
-    from planner.scenario import Scenario
-    from planner.solution import Progress
+    from planner.plan.schema import Plan
+    from planner.scenario.schema import Scenario
+    from planner.solve.solution import Progress
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -60,7 +60,7 @@ def read_plan(path: Path) -> Plan | None:
     """The plan in ``path`` when it is a plan JSON; None when it is something else."""
     import msgspec
 
-    from planner.plan import Plan
+    from planner.plan.schema import Plan
 
     if path.suffix != ".json":
         return None
@@ -100,15 +100,14 @@ def _plan_of(args: argparse.Namespace, catalog: Catalog) -> tuple[Plan, Scenario
 def run(args: argparse.Namespace) -> int:
     from fleet.catalog.load import load_catalog
     from planner.report import report_frames, write_frames
-    from planner.scenario import MAX_TIME_LIMIT_S
-    from planner.solution import SolveStatus
+    from planner.scenario.schema import MAX_TIME_LIMIT_S
 
     if args.time_limit is not None and not 0 < args.time_limit <= MAX_TIME_LIMIT_S:
         raise InputError(f"--time-limit: must be > 0 and <= {MAX_TIME_LIMIT_S:g}")
     output_folder(args.out, "--out")
     catalog = load_catalog(args.catalog_dir)
     plan, scenario = _plan_of(args, catalog)
-    if plan.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+    if not plan.status.has_plan:
         print(
             f"farebox report: no plan to report: {plan.status.value}: {plan.message}",
             file=sys.stderr,

@@ -38,7 +38,7 @@ from api.services import TOML, PlanService, check_idempotency_key, scenario_form
 from api.store import SEQ_MAX, FailureKind, PlanStatus
 from api.wire import PlanPage, PlanResource, encode_plan_resource, plan_href, plan_info
 from fleet.errors import InputError
-from planner.scenario import Scenario
+from planner.scenario.schema import Scenario
 
 JSON = "application/json"
 PARQUET = "application/vnd.apache.parquet"

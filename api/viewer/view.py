@@ -27,12 +27,12 @@ from api.store import PlanRecord, PlanStatus
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
-from planner.build import build_inventory
-from planner.plan import Plan
+from planner.build.pipeline import build_inventory
+from planner.plan.schema import Plan
 from planner.report import DEFAULT_START, report_frames
 from planner.report.operating import Curve, operating_curves
-from planner.scenario import Scenario
-from planner.scenario_check import decode_scenario
+from planner.scenario.decode import decode_scenario
+from planner.scenario.schema import Scenario
 
 CACHE_SIZE = 8
 

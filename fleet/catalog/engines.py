@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from fleet.catalog.schema import Frozen, Id, Precision
+from fleet.catalog.schema import PRECISIONS, Frozen, Id, Precision
 
 POOLED = "any"
 """The engine id of the pooled factors (no multiplier): what the catalog's factors are."""
@@ -42,7 +42,7 @@ EngineBasis = Literal["fitted-on-runs", "runs-and-kernel-ratios"]
   kernels on these parts compare with its kernels on the fitted family."""
 
 
-class FlopsMultipliers(Frozen, kw_only=True):
+class FlopsMultipliers(Frozen, frozen=True, kw_only=True):
     """Multiplier on the flops fraction per weight precision; absent = not measured (1)."""
 
     bf16: Multiplier | None = None
@@ -55,7 +55,7 @@ class FlopsMultipliers(Frozen, kw_only=True):
         return getattr(self, precision)
 
 
-class EngineFactors(Frozen, kw_only=True):
+class EngineFactors(Frozen, frozen=True, kw_only=True):
     """One engine's multipliers on the pooled factors of ``accelerators``."""
 
     accelerators: Annotated[tuple[Id, ...], Meta(min_length=1)]
@@ -72,11 +72,11 @@ class EngineFactors(Frozen, kw_only=True):
         """Multipliers left at 1 because no data measure them (``flops.<precision>`` for
         precisions)."""
         out = [name for name in MULTIPLIERS if name != "flops" and getattr(self, name) is None]
-        out += [f"flops.{p}" for p in self.flops.__struct_fields__ if self.flops.get(p) is None]
+        out += [f"flops.{p}" for p in PRECISIONS if self.flops.get(p) is None]
         return tuple(out)
 
 
-class Engine(Frozen, kw_only=True):
+class Engine(Frozen, frozen=True, kw_only=True):
     id: Id
     name: str
     versions: str
@@ -91,7 +91,7 @@ class Engine(Frozen, kw_only=True):
         return None
 
 
-class EngineFile(Frozen, kw_only=True):
+class EngineFile(Frozen, frozen=True, kw_only=True):
     engines: tuple[Engine, ...]
 
 
@@ -108,7 +108,7 @@ def engine_problem(engine: Engine, accelerators: set[str]) -> tuple[str, str] | 
                 return f"factors[{j}].accelerators", f"{acc!r} is in two factor entries"
             seen.add(acc)
         given = [n for n in MULTIPLIERS if n != "flops" and getattr(f, n) is not None]
-        if any(f.flops.get(p) is not None for p in f.flops.__struct_fields__):
+        if any(f.flops.get(p) is not None for p in PRECISIONS):
             given.append("flops")
         missing = [n for n in given if n not in f.sources]
         if missing:

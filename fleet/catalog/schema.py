@@ -45,7 +45,7 @@ class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Base of every catalog type: immutable, unknown fields rejected."""
 
 
-class PeakTflops(Frozen, kw_only=True):
+class PeakTflops(Frozen, frozen=True, kw_only=True):
     """Dense (no sparsity) peak tensor throughput per precision, TFLOP/s; absent = not offered."""
 
     bf16: PositiveFloat
@@ -71,7 +71,7 @@ EfficiencyBasis = Literal[
 TRANSFERRED: frozenset[str] = frozenset({"kernel-transfer", "hopper-transfer-estimate"})
 
 
-class Efficiency(Frozen, kw_only=True):
+class Efficiency(Frozen, frozen=True, kw_only=True):
     """Achievable fractions of the datasheet figures and fixed per-step costs.
 
     Given here for ``fitted-on-runs`` and ``published-speed`` parts; derived from the
@@ -112,7 +112,7 @@ EFFICIENCY_FIGURES: tuple[str, ...] = (
 )
 
 
-class KernelFlopsFraction(Frozen, kw_only=True):
+class KernelFlopsFraction(Frozen, frozen=True, kw_only=True):
     """Fraction of the dense datasheet peak that large GEMMs reach, per precision."""
 
     bf16: PositiveFloat
@@ -120,7 +120,7 @@ class KernelFlopsFraction(Frozen, kw_only=True):
     fp4: PositiveFloat | None = None
 
 
-class KernelFigures(Frozen, kw_only=True):
+class KernelFigures(Frozen, frozen=True, kw_only=True):
     """Kernel-level efficiencies fitted on measured kernel tables (``fleet.perf.kernel_fit``).
 
     Fractions are of this entry's datasheet figures; latencies are one small-message call.
@@ -138,7 +138,7 @@ class KernelFigures(Frozen, kw_only=True):
     all_reduce_call_us_4: PositiveFloat
 
 
-class Accelerator(Frozen, kw_only=True):
+class Accelerator(Frozen, frozen=True, kw_only=True):
     id: Id
     name: str
     vendor: str
@@ -188,7 +188,7 @@ class Accelerator(Frozen, kw_only=True):
         return max(floats, key=lambda p: self.peak_tflops.get(p) or 0.0)
 
 
-class System(Frozen, kw_only=True):
+class System(Frozen, frozen=True, kw_only=True):
     """The unit a pool counts: a node, a rack, a slice, a wafer-scale system."""
 
     id: Id
@@ -209,7 +209,7 @@ AttentionKind = Literal["gqa", "mla"]
 EmbeddingsCounted = Literal["input_and_output", "output_only", "none"]
 
 
-class Mla(Frozen, kw_only=True):
+class Mla(Frozen, frozen=True, kw_only=True):
     """Multi-head latent attention ranks (DeepSeek-V3 family)."""
 
     kv_lora_rank: PositiveInt
@@ -223,7 +223,7 @@ class Mla(Frozen, kw_only=True):
     """Indexer key width; the indexer caches one such key per token and layer."""
 
 
-class Moe(Frozen, kw_only=True):
+class Moe(Frozen, frozen=True, kw_only=True):
     num_experts: PositiveInt
     experts_per_token: PositiveInt
     num_shared_experts: NonNegativeInt = 0
@@ -236,7 +236,7 @@ class Moe(Frozen, kw_only=True):
     """Every n-th layer is MoE, the others dense (Llama-4 ``interleave_moe_layer_step``)."""
 
 
-class Model(Frozen, kw_only=True):
+class Model(Frozen, frozen=True, kw_only=True):
     id: Id
     name: str
     hf_repo: str
@@ -293,13 +293,13 @@ ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
 """Model fields read from the model's config.json, cited together as ``sources.architecture``."""
 
 
-class AcceleratorFile(Frozen, kw_only=True):
+class AcceleratorFile(Frozen, frozen=True, kw_only=True):
     accelerators: tuple[Accelerator, ...]
 
 
-class SystemFile(Frozen, kw_only=True):
+class SystemFile(Frozen, frozen=True, kw_only=True):
     systems: tuple[System, ...]
 
 
-class ModelFile(Frozen, kw_only=True):
+class ModelFile(Frozen, frozen=True, kw_only=True):
     models: tuple[Model, ...]

@@ -6,7 +6,7 @@
 ``fleet.catalog.PRECISIONS``. Everything is SI: bytes, bytes/s, FLOP/s, seconds.
 
 Weight bytes are counted by component (``fleet.catalog.params.param_breakdown``) because the
-components shard differently (DESIGN.md; docs/performance-model.md):
+components shard differently (docs/performance-model.md):
 - ``replicated_params``: attention, dense FFNs, shared experts and routers — split by tp,
   replicated over the dp attention ranks;
 - ``expert_params``: routed experts — split over all tp x dp devices of a pipeline stage;
@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -157,7 +158,7 @@ class CatalogArrays:
         if four_bit_bandwidth_fraction is not None:
             for p in FOUR_BIT:
                 streaming[rows, PRECISIONS.index(p)] = four_bit_bandwidth_fraction
-        new = {"flops_fraction_by_precision": by_precision}
+        new: dict[str, Any] = {"flops_fraction_by_precision": by_precision}
         new["bandwidth_fraction_by_precision"] = streaming
         kv = bandwidth_fraction if kv_bandwidth_fraction is None else kv_bandwidth_fraction
         for name, value in (
@@ -256,14 +257,12 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
         for key, value in row.items():
             rows[key].append(value)
     ints = {"num_layers", "moe_layers", "num_heads", "num_kv_heads", "num_experts"}
-    return ModelArrays(
-        ids=tuple(catalog.models),
-        **{
-            k: np.asarray(v, dtype=np.int64 if k in ints else np.float64)
-            for k, v in rows.items()
-            if k != "ids"
-        },
-    )
+    columns: dict[str, Any] = {
+        k: np.asarray(v, dtype=np.int64 if k in ints else np.float64)
+        for k, v in rows.items()
+        if k != "ids"
+    }
+    return ModelArrays(ids=tuple(catalog.models), **columns)
 
 
 def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:

@@ -84,7 +84,7 @@ class ErrorSummary:
 
 
 def with_factors(
-    arrays: CatalogArrays, accelerators: Sequence[str], x: Sequence[float]
+    arrays: CatalogArrays, accelerators: Sequence[str], x: Sequence[float] | FloatArray
 ) -> CatalogArrays:
     return arrays.with_efficiency(
         tuple(accelerators),

@@ -55,7 +55,7 @@ def all_reduce_s(
     message_bytes: FloatArray,
     link_bytes_per_s: FloatArray,
     hop_s: FloatArray,
-    call_s: FloatArray,
+    call_s: FloatArray | float,
 ) -> FloatArray:
     """Time of one all-reduce over ``n`` devices (0 when n == 1)."""
     n_safe = np.maximum(n, 1.0)

@@ -98,7 +98,7 @@ class Units:
         return Units(**out)
 
 
-def _decode_rate(configs: Configs, est: Estimate, transfer_s: FloatArray) -> FloatArray:
+def _decode_rate(configs: Configs, est: Estimate, transfer_s: FloatArray | float) -> FloatArray:
     """Requests/s of one decode replica at full batch (a slot is held from the KV transfer on)."""
     tpot = est.step_s / est.tokens_per_step
     hold = transfer_s + est.step_s + (configs.osl - 1.0) * tpot

@@ -38,7 +38,7 @@ def flat(factors: EngineFactors) -> dict[str, float]:
     """The multipliers given, by name (``flops.<precision>`` per precision)."""
     out = {n: getattr(factors, n) for n in FIELDS if getattr(factors, n) is not None}
     out.update({f"flops.{p}": factors.flops.get(p) for p in PRECISIONS if factors.flops.get(p)})
-    return out  # type: ignore[return-value]
+    return out
 
 
 def apply(

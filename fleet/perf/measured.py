@@ -1,6 +1,9 @@
-"""Measured serving runs (shared/reference/measured_calibration.csv) as ``Configs`` + observations.
+"""Measured serving runs as ``Configs`` + observations.
 
-Column mapping (the CSV's README):
+The data: end-to-end aggregated-serving measurements on H100 SXM and H200 SXM nodes (one row = one
+replica layout at a fixed concurrency, with measured TTFT and TPOT), from ``systems/
+silicon_sample.csv`` of the Apache-2.0 package aiconfigurator-core 0.12.0 (NVIDIA), kept as
+``shared/reference/measured_calibration.csv`` beside the repo. Column mapping:
 - model: ``MODEL_IDS`` maps each ``model_path`` to a catalog model (the NVIDIA FP8 checkpoint of
   Llama 3.1 8B is the same architecture); system: ``SYSTEM_IDS`` (8-GPU HGX nodes);
 - layout: tp = ``tp_size``; dp = ``attention_dp_size`` (empty/0 -> 1); pp = ``pp_size``;

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fleet.catalog import FOUR_BIT, PRECISIONS, Accelerator, Catalog, Precision
@@ -99,7 +100,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         raise ValueError(f"{acc.id}: kernel-transfer needs kernel figures")
     fam = [x for x in ks if x is not None]
 
-    def ratio(get) -> float:  # type: ignore[no-untyped-def]
+    def ratio(get: Callable[[KernelFigures], float]) -> float:
         return get(k) / _geomean([get(x) for x in fam])
 
     flops: Fractions = {}

@@ -25,8 +25,9 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from planner.plan import Plan
+from planner.plan.schema import Plan
 from planner.report.operating import Curve
+from planner.solve.tables import SECONDS_PER_HOUR
 
 TIER_COLORS = ("#4C72B0", "#55A868", "#DD8452", "#C44E52", "#8172B3", "#937860")
 """Tiers in the order they first appear in the plan's prices; batch/standard/fast in most files."""
@@ -152,7 +153,7 @@ def tiers_over_time(demand: pl.DataFrame, tiers: list[str], scenario: str, path:
             (
                 demand.get_column("period_start").max() - demand.get_column("period_start").min()
             ).total_seconds()
-            / 3600
+            / SECONDS_PER_HOUR
             / max(periods - 1, 1)
         )
         if periods > 1
@@ -167,8 +168,9 @@ def tiers_over_time(demand: pl.DataFrame, tiers: list[str], scenario: str, path:
         series = np.zeros((3, periods))
         idx = rows.get_column("period").to_numpy()
         series[0, idx] = rows.get_column("revenue_usd").to_numpy() / hours
-        series[1, idx] = rows.get_column("served_output_tokens").to_numpy() / (hours * 3600)
-        series[2, idx] = rows.get_column("demand_output_tokens").to_numpy() / (hours * 3600)
+        seconds = hours * SECONDS_PER_HOUR
+        series[1, idx] = rows.get_column("served_output_tokens").to_numpy() / seconds
+        series[2, idx] = rows.get_column("demand_output_tokens").to_numpy() / seconds
         series = np.concatenate([series, series[:, -1:]], axis=1)
         rev.append(series[0])
         served.append(series[1])

@@ -23,8 +23,8 @@ from datetime import date, datetime, timedelta
 
 import polars as pl
 
-from planner.plan import Plan, meets_ttft_slo
-from planner.tables import SECONDS_PER_HOUR
+from planner.plan.schema import Plan, meets_ttft_slo
+from planner.solve.tables import SECONDS_PER_HOUR
 
 DEFAULT_START = date(2026, 1, 5)
 """Start of the horizon when neither the scenario nor the caller gives one: a Monday, so that
@@ -382,7 +382,7 @@ def _products(plan: Plan, clock: _Clock, assignments: pl.DataFrame) -> pl.DataFr
         )
     )
     # Tokens served by assignments whose reported TTFT misses the tier's SLO: the same test as
-    # the plan's warnings (``planner.plan.meets_ttft_slo``).
+    # the plan's warnings (``planner.plan.schema.meets_ttft_slo``).
     late = (
         pl.DataFrame(
             {

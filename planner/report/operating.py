@@ -3,10 +3,10 @@
 For the (family, serving model, system) triples that carry the most served tokens, evaluate the
 performance model over the scenario's search grid (every valid layout x precision x speculative
 option, batch caps from the scenario's plus a denser ladder so the curve reads smoothly) with the
-family's token profile, exactly as ``planner.build`` does; keep the configurations that fit; take
-the Pareto frontier (no other configuration is both faster per user and higher in throughput per
-device); and place each configuration the plan chose on it, per tier. Disaggregated units
-(``options.search.disaggregated``) are not on these aggregated curves and are not placed.
+family's token profile, exactly as ``planner.build.pipeline`` does; keep the configurations that
+fit; take the Pareto frontier (no other configuration is both faster per user and higher in
+throughput per device); and place each configuration the plan chose on it, per tier. Disaggregated
+units (``options.search.disaggregated``) are not on these aggregated curves and are not placed.
 
 Needs the scenario (pool -> system, the family's token profile, the search options) and the
 catalog: a plan read back from JSON alone has neither, and its report has no frontier chart.
@@ -24,9 +24,9 @@ from fleet.perf.engines import engine_arrays
 from fleet.perf.frontier import pareto_mask
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import FloatArray
-from planner.build import token_profile
-from planner.plan import Plan
-from planner.scenario import Scenario
+from planner.build.pipeline import token_profile
+from planner.plan.schema import Plan
+from planner.scenario.schema import Scenario
 
 DENSE_BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from planner.plan import Plan
+from planner.plan.schema import Plan
 from planner.report.frames import DEFAULT_START, SCHEMAS, report_frames
 
 PARTITION = "week_start"

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planner.solve.evaluate import SECONDS_PER_HOUR, Products, products, replica_upper
-from planner.tables import PlanningTables
+from planner.solve.evaluate import Products, products, replica_upper
+from planner.solve.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

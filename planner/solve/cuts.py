@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from planner.solve.model import DEMAND, REPLICAS, SERVED, Structure
+from planner.solve.formulation import DEMAND, REPLICAS, SERVED
+from planner.solve.model import Structure
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -77,7 +78,10 @@ def benders_cuts(st: Structure, y_rows: FloatArray) -> Cuts:
     y = improved_duals(st, y_rows)
     rc = st.objective - st.matrix.T @ y
     col_term = np.maximum(rc, 0.0) * st.col_upper
-    alpha = np.bincount(st.col_group, weights=col_term, minlength=st.n_groups)
+    # bincount with weights counts in float64
+    alpha = np.bincount(st.col_group, weights=col_term, minlength=st.n_groups).astype(
+        np.float64, copy=False
+    )
     alpha += np.bincount(st.row_group, weights=y * st.row_rhs, minlength=st.n_groups)
     dem = np.flatnonzero(st.row_kind == DEMAND)
     weighted = sparse.diags_array(y[dem]) @ st.demand_by_combo[dem]

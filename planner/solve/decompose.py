@@ -34,7 +34,6 @@ import time
 import numpy as np
 import numpy.typing as npt
 
-from planner.solution import SolveOptions
 from planner.solve import baselines, provider
 from planner.solve.cuts import benders_cuts
 from planner.solve.grouped import solve_fixed, solve_root
@@ -45,6 +44,7 @@ from planner.solve.master import Master
 from planner.solve.model import Structure, build_structure
 from planner.solve.repair import reconfiguration_ok, repair, round_within_reconfiguration
 from planner.solve.rolling import CHUNK_PERIODS, rolling_lp
+from planner.solve.solution import SolveOptions
 from planner.solve.swap import improve_by_swaps
 
 IntArray = npt.NDArray[np.int64]
@@ -157,29 +157,31 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     ) -> None:
         """Round, repair (for ``repair_s`` at most; past the deadline with ``grace``), offer."""
         frac = fractional(st, values)
+        starts: list[FloatArray | IntArray | None]
         if limit is None:
             starts = [np.floor(frac + 1e-6)]  # rounding to nearest was tried: never better
         else:
             starts = [round_within_reconfiguration(tables, frac, limit)]
         stop = deadline if repair_s is None else time.perf_counter() + repair_s
         stop = stop if grace else min(stop, deadline)
+        prices = None if duals is None else padded(duals)
         for start in starts:
             if start is None:
                 continue
             x = repair(
                 tables, combo, start.astype(np.int64), reconfiguration_limit=limit, deadline=stop
             )
-            inc.offer(combo, x, None if duals is None else padded(duals), source)
+            inc.offer(combo, x, prices, source)
             if limit is None and not inc.proven(options.gap_target):
                 x = improve_by_swaps(tables, combo, x, deadline)
-                inc.offer(combo, x, padded(duals), "swaps of replicas")
+                inc.offer(combo, x, prices, "swaps of replicas")
 
     def try_prices(combo: IntArray) -> bool:
         fixed = solve_fixed(relaxed, one_hot(st, combo), deadline)
         if fixed is None:
             return False
         lp_value[tuple(combo.tolist())] = fixed.objective
-        used_cands[tuple(combo.tolist())] = (fractional(relaxed, fixed.values) > 1e-6).any(axis=1)
+        used_cands[tuple(combo.tolist())] = np.any(fractional(relaxed, fixed.values) > 1e-6, axis=1)
         master.add(benders_cuts(relaxed, fixed.duals))
         offer_rounded(
             combo,
@@ -194,6 +196,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         """The hour LP with (6) at these prices, day chunk after day chunk (a plan, no bound):
         first with only the candidates the LP without (6) uses (a few times faster), then with
         all."""
+        assert limit is not None, "the rolling-horizon LP runs only with a reconfiguration limit"
         key = tuple(combo.tolist())
         stage = rolled.get(key, 0)
         rolled[key] = stage + 1

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from planner.tables import SECONDS_PER_HOUR, PlanningTables
+from planner.solve.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

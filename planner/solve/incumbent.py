@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from planner.solution import Progress, ProgressCallback
 from planner.solve.evaluate import PlanValue, evaluate
 from planner.solve.repair import reconfiguration_ok
-from planner.tables import PlanningTables
+from planner.solve.solution import Progress, ProgressCallback
+from planner.solve.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -30,7 +30,7 @@ def relative_gap(bound: float, objective: float) -> float:
 def trivial_bound(tables: PlanningTables) -> float:
     """Every demanded token served at the best price of its offer, at no cost: a valid bound."""
     d = tables.demand
-    unit = 3600.0 * tables.period_hours
+    unit = SECONDS_PER_HOUR * tables.period_hours
     best_price = np.where(
         d.combo_offer >= 0,
         d.offers.usd_per_output_token.max(axis=1)[np.maximum(d.combo_offer, 0)],

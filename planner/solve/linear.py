@@ -2,8 +2,9 @@
 
 The solver modules assemble every model they solve as ``LinearProgram``: ``max c.v`` subject to
 ``row_lower <= A v <= row_upper`` and ``0 <= v <= col_upper``, some columns integer. The arrays go
-straight into a MathOpt ``ModelProto`` (no per-variable Python objects: SOLVER-NOTES measured the
-high-level API ~30x slower to build at week scale) and the proto result comes back as arrays.
+straight into a MathOpt ``ModelProto`` (no per-variable Python objects: on a week-scale model of
+~120k columns and 18k rows, OR-Tools 9.15's high-level MathOpt API took 5.2 s to build what the
+arrays write in 0.16 s) and the proto result comes back as arrays.
 
 Dual values are returned in the convention of the maximization: ``y >= 0`` on a binding ``<=`` row
 (``y`` = objective gain per unit of right-hand side), ``y <= 0`` on a binding ``>=`` row.

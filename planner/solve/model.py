@@ -1,4 +1,5 @@
-"""Assemble the hour model (constraints (2)-(6) of ``planner.solve``) as arrays, once per solve.
+"""Stack the hour model (the row blocks (2)-(6) of ``planner.solve.formulation``) into arrays,
+once per solve.
 
 ``Structure`` holds the index maps and the price-independent matrix. Two programs come out of it:
 - ``fixed(z)``: the prices fixed (``z`` a point of the combo simplex, integral or not), replicas
@@ -8,9 +9,7 @@
   MILP.
 
 Served tokens/s are carried in units of ``token_scale`` tokens/s so that capacity coefficients are
-O(1) (GLOP scales too; this keeps the tolerances meaningful). Columns that can never be non-zero
-(replicas of a candidate whose (family, tier, variant) no offer sells, periods with no systems,
-offers no combo demands) are left out.
+O(1) (GLOP scales too; this keeps the tolerances meaningful).
 
 Row and column groups: periods are cut into the coarsest groups that no constraint crosses (batch
 windows join periods; a reconfiguration limit joins all). Each group's part of the objective is a
@@ -25,19 +24,15 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
+from planner.solve import formulation as form
+from planner.solve.formulation import REPLICAS, SERVED
 from planner.solve.linear import LinearProgram
-from planner.tables import PlanningTables
+from planner.solve.names import column_names, combo_names
+from planner.solve.tables import PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
-
-SECONDS_PER_HOUR = 3600.0
-
-# Row kinds
-DEMAND, CAPACITY, INVENTORY, RECONFIG_UP, RECONFIG_DOWN, RECONFIG_POOL = range(6)
-# Column kinds
-REPLICAS, SERVED, MOVED = range(3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +88,10 @@ class Structure:
     def n_rows(self) -> int:
         return int(self.row_rhs.shape[0])
 
+    def column_names(self) -> tuple[str, ...]:
+        """Domain-keyed names of the columns, e.g. ``replicas[pool=..,cand=17,period=5]``."""
+        return column_names(self.tables, self.x_col, self.s_offer, self.s_period, self.col_kind)
+
     def fixed(self, z: FloatArray, *, integer: bool = False, names: bool = False) -> LinearProgram:
         """The hour model with the combo choice ``z`` (combos,) fixed."""
         rhs = self.row_rhs + self.demand_by_combo @ z
@@ -108,7 +107,7 @@ class Structure:
             row_lower=np.full(self.n_rows, -np.inf),
             row_upper=rhs,
             objective_offset=-float(self.combo_penalty_usd @ z),
-            col_names=_names(self, with_combos=False) if names else None,
+            col_names=self.column_names() if names else None,
         )
 
     def joint(self, *, integer: bool, names: bool = False) -> LinearProgram:
@@ -116,9 +115,7 @@ class Structure:
         d = self.tables.demand
         n_combos = int(d.combo_family.shape[0])
         n_fam = len(d.family_ids)
-        fam_rows = sparse.csr_array(
-            (np.ones(n_combos), (d.combo_family, np.arange(n_combos))), shape=(n_fam, n_combos)
-        )
+        fam_rows = form.one_combo_per_family(d)
         matrix = sparse.vstack(
             [
                 sparse.hstack([self.matrix, -self.demand_by_combo]),
@@ -135,7 +132,7 @@ class Structure:
             matrix=matrix,
             row_lower=np.concatenate([np.full(self.n_rows, -np.inf), np.ones(n_fam)]),
             row_upper=np.concatenate([self.row_rhs, np.ones(n_fam)]),
-            col_names=_names(self, with_combos=True) if names else None,
+            col_names=self.column_names() + combo_names(self.tables.demand) if names else None,
         )
 
 
@@ -170,232 +167,89 @@ def build_structure(
     token_scale: float | None = None,
     chunk_periods: int | None = None,
 ) -> Structure:
-    """The hour model of ``tables``; ``token_scale`` None picks a power of ten near the median
-    tokens/s per replica. With a reconfiguration limit and ``chunk_periods``, the periods are cut
-    into chunks of at least that many periods (window blocks kept whole) and (6) is left out
-    between the last period of a chunk and the first of the next: a relaxation whose chunks
-    separate once prices are fixed."""
-    inv, d, cand = tables.inventory, tables.demand, tables.candidates
-    offers = d.offers
+    """The hour model of ``tables`` (``planner.solve.formulation``); ``token_scale`` None picks a
+    power of ten near the median tokens/s per replica. With a reconfiguration limit and
+    ``chunk_periods``, the periods are cut into chunks of at least that many periods (window
+    blocks kept whole) and (6) is left out between the last period of a chunk and the first of
+    the next: a relaxation whose chunks separate once prices are fixed."""
     periods = tables.periods
-    n_off = int(offers.family.shape[0])
-    n_cand = int(cand.pool.shape[0])
-    n_combos = int(d.combo_family.shape[0])
-    n_tiers = len(d.tier_ids)
-    n_var = len(d.variant_ids)
-    hours = tables.period_hours
-    windows = np.maximum(np.asarray(d.window_periods, dtype=np.int64), 1)
+    windows = form.windows_of(tables.demand)
     groups = period_groups(windows, periods, reconfiguration_limit is not None, chunk_periods)
-
-    rate = np.asarray(cand.tokens_per_s_per_replica, dtype=float)
-    positive = rate[rate > 0]
     if token_scale is None:
-        token_scale = (
-            float(10.0 ** np.floor(np.log10(np.median(positive)))) if positive.size else 1.0
-        )
-
-    # Capacity keys: (family, tier, variant) sold by at least one offer.
-    key_code = (offers.family * n_tiers + offers.tier) * n_var + offers.variant
-    keys, offer_key = np.unique(key_code, return_inverse=True)
-    cand_code = (cand.family * n_tiers + cand.tier) * n_var + cand.variant
-    pos = np.minimum(np.searchsorted(keys, cand_code), max(len(keys) - 1, 0))
-    sold = keys[pos] == cand_code if len(keys) else np.zeros(n_cand, dtype=bool)
-    cap_key_of_cand = np.where(sold, pos, -1).astype(np.int64)
-
-    # Replica columns.
-    spr = np.asarray(cand.systems_per_replica, dtype=np.int64)
-    avail = np.asarray(inv.systems_available, dtype=np.int64)[cand.pool]  # (cands, periods)
-    x_upper = np.minimum(cand.max_replicas[:, None], avail // np.maximum(spr, 1)[:, None])
-    x_upper = np.where((cap_key_of_cand[:, None] >= 0) & (rate > 0), x_upper, 0).astype(float)
-    xc, xt = np.nonzero(x_upper > 0)
-    n_x = xc.shape[0]
-    x_col = np.full((n_cand, periods), -1, dtype=np.int64)
-    x_col[xc, xt] = np.arange(n_x)
-
-    # Demand per combo, tier and block (tokens/s summed over the block), scaled.
-    tps = np.asarray(d.tokens_per_s, dtype=float) / token_scale  # (combos, tiers, periods)
-    blocks_of_tier = [np.arange(periods) // windows[k] for k in range(n_tiers)]
-    n_blocks = [int(b[-1]) + 1 if periods else 0 for b in blocks_of_tier]
-    # demand rows: one per (offer, block of its tier)
-    off_tier = np.asarray(offers.tier, dtype=np.int64)
-    row_off_list, row_blk_list = [], []
-    for o in range(n_off):
-        nb = n_blocks[off_tier[o]]
-        row_off_list.append(np.full(nb, o))
-        row_blk_list.append(np.arange(nb))
-    dem_off = np.concatenate(row_off_list) if row_off_list else np.zeros(0, np.int64)
-    dem_blk = np.concatenate(row_blk_list) if row_blk_list else np.zeros(0, np.int64)
-    first = np.zeros(n_off + 1, dtype=np.int64)
-    first[1:] = np.cumsum([n_blocks[off_tier[o]] for o in range(n_off)])
-    # B entries: combo m, tier k with offer o >= 0 -> rows (o, b) for all blocks b
-    b_rows, b_cols, b_vals = [], [], []
-    for k in range(n_tiers):
-        ms = np.flatnonzero(d.combo_offer[:, k] >= 0)
-        if ms.size == 0:
-            continue
-        w = windows[k]
-        nb = n_blocks[k]
-        block_sum = np.add.reduceat(tps[ms, k, :], np.arange(0, periods, w), axis=1)  # (ms, nb)
-        o = d.combo_offer[ms, k]
-        rows = first[o][:, None] + np.arange(nb)[None, :]
-        b_rows.append(rows.ravel())
-        b_cols.append(np.repeat(ms, nb))
-        b_vals.append(block_sum.ravel())
-    n_dem = int(first[-1])
-    demand_b = sparse.csr_array(
-        (
-            np.concatenate(b_vals) if b_vals else np.zeros(0),
-            (
-                np.concatenate(b_rows) if b_rows else np.zeros(0, np.int64),
-                np.concatenate(b_cols) if b_cols else np.zeros(0, np.int64),
-            ),
-        ),
-        shape=(n_dem, n_combos),
-    )
-    dem_max = demand_b.max(axis=1).toarray().ravel() if n_dem else np.zeros(0)
-
-    # Served columns: offer o, period t, bounded by the largest block demand of the offer.
-    so_all = np.repeat(np.arange(n_off), periods)
-    st_all = np.tile(np.arange(periods), n_off)
-    s_row_all = first[so_all] + st_all // windows[off_tier[so_all]]
-    s_up_all = dem_max[s_row_all] if n_dem else np.zeros(0)
-    keep = s_up_all > 0
-    s_offer, s_period, s_row, s_up = so_all[keep], st_all[keep], s_row_all[keep], s_up_all[keep]
-    n_s = s_offer.shape[0]
-
-    # Reconfiguration columns d[c, t] for t >= 1 where either period has a replica column.
-    if reconfiguration_limit is not None and periods > 1:
-        same_group = groups[1:] == groups[:-1]
-        dc, dt = np.nonzero(((x_col[:, 1:] >= 0) | (x_col[:, :-1] >= 0)) & same_group[None, :])
-        dt = dt + 1
-    else:
-        dc = dt = np.zeros(0, dtype=np.int64)
-    n_d = dc.shape[0]
-
-    n_cols = n_x + n_s + n_d
-    col_kind = np.concatenate(
-        [np.full(n_x, REPLICAS), np.full(n_s, SERVED), np.full(n_d, MOVED)]
-    ).astype(np.int64)
-    col_period = np.concatenate([xt, s_period, dt]).astype(np.int64)
-    price = np.asarray(offers.usd_per_output_token, dtype=float)
-    pen = np.asarray(d.unserved_penalty_usd_per_output_token, dtype=float)
-    unit = SECONDS_PER_HOUR * hours
-    cost = inv.usd_per_system_hour[cand.pool] * spr * hours
-    objective = np.concatenate(
-        [
-            -cost[xc],
-            (price[s_offer, s_period] + pen[off_tier[s_offer]]) * unit * token_scale,
-            np.zeros(n_d),
-        ]
-    )
-    col_upper = np.concatenate([x_upper[xc, xt], s_up, cand.max_replicas[dc].astype(float)])
-
-    # Rows. (2) demand
-    r_kind = [np.full(n_dem, DEMAND)]
-    r_key = [dem_off]
-    r_period = [dem_blk * windows[off_tier[dem_off]] if n_dem else np.zeros(0, np.int64)]
-    r_rhs = [np.zeros(n_dem)]
-    ent_r = [s_row]
-    ent_c = [n_x + np.arange(n_s)]
-    ent_v = [np.ones(n_s)]
-    base = n_dem
-    # (3) capacity per (key, period): served of the key's offers <= replicas x rate
-    n_keys = len(keys)
-    cap_row = base + offer_key[s_offer] * periods + s_period
-    ent_r.append(cap_row)
-    ent_c.append(n_x + np.arange(n_s))
-    ent_v.append(np.ones(n_s))
-    ent_r.append(base + cap_key_of_cand[xc] * periods + xt)
-    ent_c.append(np.arange(n_x))
-    ent_v.append(-rate[xc, xt] / token_scale)
-    r_kind.append(np.full(n_keys * periods, CAPACITY))
-    r_key.append(np.repeat(np.arange(n_keys), periods))
-    r_period.append(np.tile(np.arange(periods), n_keys))
-    r_rhs.append(np.zeros(n_keys * periods))
-    base += n_keys * periods
-    # (4) inventory per (pool, period)
-    n_pools = len(inv.pool_ids)
-    ent_r.append(base + cand.pool[xc] * periods + xt)
-    ent_c.append(np.arange(n_x))
-    ent_v.append(spr[xc].astype(float))
-    r_kind.append(np.full(n_pools * periods, INVENTORY))
-    r_key.append(np.repeat(np.arange(n_pools), periods))
-    r_period.append(np.tile(np.arange(periods), n_pools))
-    r_rhs.append(avail_pool := np.asarray(inv.systems_available, dtype=float).ravel())
-    base += n_pools * periods
-    # (6) reconfiguration: x[c,t] - x[c,t-1] <= d, x[c,t-1] - x[c,t] <= d,
-    #     sum_c spr d[c,t] <= 2 * limit * systems[p,t] (each moved system leaves and arrives).
-    if n_d:
-        d_cols = n_x + n_s + np.arange(n_d)
-        for sign, kind in ((1.0, RECONFIG_UP), (-1.0, RECONFIG_DOWN)):
-            rows = base + np.arange(n_d)
-            now, before = x_col[dc, dt], x_col[dc, dt - 1]
-            m_now, m_before = now >= 0, before >= 0
-            ent_r += [rows[m_now], rows[m_before], rows]
-            ent_c += [now[m_now], before[m_before], d_cols]
-            ent_v += [np.full(m_now.sum(), sign), np.full(m_before.sum(), -sign), -np.ones(n_d)]
-            r_kind.append(np.full(n_d, kind))
-            r_key.append(dc)
-            r_period.append(dt)
-            r_rhs.append(np.zeros(n_d))
-            base += n_d
-        ent_r.append(base + cand.pool[dc] * periods + dt)
-        ent_c.append(d_cols)
-        ent_v.append(spr[dc].astype(float))
-        r_kind.append(np.full(n_pools * periods, RECONFIG_POOL))
-        r_key.append(np.repeat(np.arange(n_pools), periods))
-        r_period.append(np.tile(np.arange(periods), n_pools))
-        r_rhs.append(2.0 * float(reconfiguration_limit) * avail_pool)
-        base += n_pools * periods
-    n_rows = base
+        token_scale = form.token_scale_of(tables)
+    dem = form.demand_blocks(tables, token_scale)
+    cols = form.columns(tables, token_scale, dem, groups, reconfiguration_limit)
+    blocks = [
+        form.served_within_demand(tables, cols, dem),
+        form.served_within_capacity(tables, cols),
+        form.pool_inventory(tables, cols),
+    ]
+    if cols.n_d:
+        assert reconfiguration_limit is not None  # moved columns exist only with a limit
+        blocks.append(form.reconfiguration(tables, cols, reconfiguration_limit))
+    first_row = np.cumsum([0] + [b.n_rows for b in blocks])
+    n_rows, n_cols = int(first_row[-1]), cols.n_cols
+    n_x, n_s, n_d = cols.n_x, cols.n_s, cols.n_d
+    entry_row = [b.entry_row + first_row[i] for i, b in enumerate(blocks)]
     matrix = sparse.csr_array(
-        (np.concatenate(ent_v), (np.concatenate(ent_r), np.concatenate(ent_c))),
+        (
+            np.concatenate([b.entry_value for b in blocks]),
+            (np.concatenate(entry_row), np.concatenate([b.entry_col for b in blocks])),
+        ),
         shape=(n_rows, n_cols),
     )
     matrix.sum_duplicates()
-    row_period = np.concatenate(r_period).astype(np.int64)
+    row_period = np.concatenate([b.period for b in blocks]).astype(np.int64)
+    demand = blocks[0]
+    assert demand.rhs_by_combo is not None
+    n_dem, n_combos = demand.n_rows, int(tables.demand.combo_family.shape[0])
     demand_full = sparse.vstack(
-        [demand_b, sparse.csr_array((n_rows - n_dem, n_combos))], format="csr"
+        [demand.rhs_by_combo, sparse.csr_array((n_rows - n_dem, n_combos))], format="csr"
     )
-    pen_unit = pen * unit
-    per_period = np.einsum("mkt,k->mt", np.asarray(d.tokens_per_s, dtype=float), pen_unit)
-    n_groups = int(groups.max()) + 1 if periods else 0
-    by_group = np.zeros((n_groups, n_combos))
-    for g in range(n_groups):
-        by_group[g] = per_period[:, groups == g].sum(axis=1)
-    combo_penalty = by_group.sum(axis=0)
+    by_group = form.unserved_penalty(tables, groups)
+    keys = cols.capacity
+    xc, xt = cols.xc, cols.xt
+    col_period = np.concatenate([xt, cols.s_period, cols.dt]).astype(np.int64)
     return Structure(
         tables=tables,
         token_scale=token_scale,
-        x_col=x_col,
-        x_upper=x_upper,
-        s_offer=s_offer,
-        s_period=s_period,
-        col_kind=col_kind,
+        x_col=cols.x_col,
+        x_upper=cols.x_upper,
+        s_offer=cols.s_offer,
+        s_period=cols.s_period,
+        col_kind=np.concatenate(
+            [np.full(n_x, form.REPLICAS), np.full(n_s, form.SERVED), np.full(n_d, form.MOVED)]
+        ).astype(np.int64),
         col_period=col_period,
         col_group=groups[col_period],
-        objective=objective,
-        col_upper=col_upper,
+        objective=form.objective(tables, cols),
+        col_upper=np.concatenate(
+            [
+                cols.x_upper[xc, xt],
+                cols.s_upper,
+                tables.candidates.max_replicas[cols.dc].astype(float),
+            ]
+        ),
         matrix=matrix,
-        row_kind=np.concatenate(r_kind).astype(np.int64),
+        row_kind=np.concatenate([b.kind for b in blocks]).astype(np.int64),
         row_group=groups[row_period] if n_rows else np.zeros(0, np.int64),
-        row_rhs=np.concatenate(r_rhs),
-        row_key=np.concatenate(r_key).astype(np.int64),
+        row_rhs=np.concatenate([b.rhs for b in blocks]),
+        row_key=np.concatenate([b.key for b in blocks]).astype(np.int64),
         row_period=row_period,
         demand_by_combo=demand_full,
-        combo_penalty_usd=combo_penalty,
+        combo_penalty_usd=by_group.sum(axis=0),
         combo_penalty_by_group_usd=by_group,
-        cap_key_of_cand=cap_key_of_cand,
+        cap_key_of_cand=keys.cand_key,
         col_cap_row=np.concatenate(
-            [n_dem + cap_key_of_cand[xc] * periods + xt, cap_row, np.full(n_d, -1)]
+            [
+                n_dem + keys.cand_key[xc] * periods + xt,
+                n_dem + keys.offer_key[cols.s_offer] * periods + cols.s_period,
+                np.full(n_d, -1),
+            ]
         ).astype(np.int64),
-        col_dem_row=np.concatenate([np.full(n_x, -1), s_row, np.full(n_d, -1)]).astype(np.int64),
-        col_rate=np.concatenate([rate[xc, xt] / token_scale, np.zeros(n_s + n_d)]),
-        n_groups=n_groups,
+        col_dem_row=np.concatenate([np.full(n_x, -1), cols.s_row, np.full(n_d, -1)]).astype(
+            np.int64
+        ),
+        col_rate=np.concatenate([cols.rate[xc, xt] / token_scale, np.zeros(n_s + n_d)]),
+        n_groups=by_group.shape[0],
     )
-
-
-def _names(st: Structure, *, with_combos: bool) -> tuple[str, ...]:
-    from planner.solve.names import column_names, combo_names  # names imports this module
-
-    return column_names(st) + (combo_names(st) if with_combos else ())

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.solve.evaluate import PlanValue, Products, evaluate, products, replica_upper
-from planner.tables import SECONDS_PER_HOUR, PlanningTables
+from planner.solve.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -15,13 +15,12 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.solve.evaluate import (
-    SECONDS_PER_HOUR,
     block_sums,
     capacity,
     products,
     replica_upper,
 )
-from planner.tables import PlanningTables
+from planner.solve.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -180,7 +179,7 @@ def round_within_reconfiguration(
     for t in range(tables.periods - 2, -1, -1):
         reach[:, t] = np.minimum(reach[:, t], reach[:, t + 1] + allowed[:, t + 1] / 2.0)
     for p, cs in enumerate(pools):
-        for t in np.flatnonzero((spr[cs, None] * x[cs]).sum(axis=0) > reach[p]):
+        for t in np.flatnonzero((spr[cs, None] * x[cs]).sum(axis=0) > reach[p]).tolist():
             used = int((spr[cs] * x[cs, t]).sum())
             for i in np.argsort(-spr[cs]):
                 while used > reach[p, t] and x[cs[i], t] > 0:

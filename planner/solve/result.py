@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from planner.solution import BindingConstraint, SolveResult, SolveStatus
 from planner.solve.evaluate import products
+from planner.solve.formulation import DEMAND, INVENTORY
 from planner.solve.incumbent import Incumbent
-from planner.solve.model import DEMAND, INVENTORY, Structure
-from planner.tables import PlanningTables
+from planner.solve.model import Structure
+from planner.solve.solution import BindingConstraint, SolveResult, SolveStatus
+from planner.solve.tables import PlanningTables
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -68,7 +69,7 @@ def binding_constraints(st: Structure, inc: Incumbent) -> tuple[BindingConstrain
     return tuple(out)
 
 
-def assemble(
+def solve_result(
     st: Structure,
     inc: Incumbent,
     status: SolveStatus,

@@ -27,15 +27,10 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.solve.evaluate import replica_upper
+from planner.solve.formulation import INVENTORY, MOVED, RECONFIG_UP
 from planner.solve.linear import Engine, LinearProgram, Outcome, solve_program
-from planner.solve.model import (
-    INVENTORY,
-    MOVED,
-    RECONFIG_UP,
-    Structure,
-    period_groups,
-)
-from planner.tables import PlanningTables
+from planner.solve.model import Structure, period_groups
+from planner.solve.tables import PlanningTables
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.solve.evaluate import (
-    SECONDS_PER_HOUR,
     block_sums,
     capacity,
     evaluate,
@@ -29,7 +28,7 @@ from planner.solve.evaluate import (
     replica_upper,
 )
 from planner.solve.repair import repair
-from planner.tables import PlanningTables
+from planner.solve.tables import SECONDS_PER_HOUR, PlanningTables
 
 IntArray = npt.NDArray[np.int64]
 

@@ -33,8 +33,8 @@ from typing import Any
 import msgspec
 
 from fleet.errors import InputError
-from planner.scenario import Scenario
-from planner.scenario_check import decode_scenario
+from planner.scenario.decode import decode_scenario
+from planner.scenario.schema import Scenario
 
 Scalar = int | float | bool | str | None
 Value = Scalar | tuple[Scalar, ...]

@@ -41,7 +41,7 @@ from typing import Literal
 import numpy as np
 
 from planner.solve.evaluate import Products, block_sums, capacity, products, serve
-from planner.tables import SECONDS_PER_HOUR, FloatArray, IntArray, PlanningTables
+from planner.solve.tables import SECONDS_PER_HOUR, FloatArray, IntArray, PlanningTables
 
 Scope = Literal["family", "family-hour"]
 SCOPES: tuple[Scope, ...] = ("family", "family-hour")

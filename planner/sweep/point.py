@@ -22,11 +22,11 @@ from msgspec import Struct
 from fleet.catalog.load import Catalog, load_catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from planner.assemble import assemble_plan, infeasible_plan
-from planner.build import build
-from planner.plan import Plan
+from planner.build.pipeline import build
+from planner.plan.assemble import assemble_plan, infeasible_plan
+from planner.plan.schema import Plan
 from planner.run import solve_options
-from planner.scenario_check import check_catalog, decode_scenario
+from planner.scenario.decode import check_catalog, decode_scenario
 from planner.solve import solve
 from planner.sweep.montecarlo import FixedPlan, fixed_plan
 

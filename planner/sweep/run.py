@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 
 from fleet.errors import InputError
-from planner.scenario import MAX_TIME_LIMIT_S, Scenario
+from planner.scenario.schema import MAX_TIME_LIMIT_S, Scenario
 from planner.sweep.backends import Backend
 from planner.sweep.grid import Point, Spec, expand
 from planner.sweep.montecarlo import (

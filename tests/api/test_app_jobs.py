@@ -14,23 +14,26 @@ from pathlib import Path
 from api.jobs import JobRunner
 from api.settings import Settings
 from api.store import FailureKind, PlanRecord, PlanStatus, Store
+from api.worker import DoneMessage, FailedMessage, ProgressMessage, send
 
 
 def echo(conn: Connection, request: bytes, time_limit_s: float, catalog_dir: str | None) -> None:
-    conn.send(("done", request, {"flows": b"PAR1" + request}))
+    send(conn, DoneMessage(request, {"flows": b"PAR1" + request}))
 
 
 def sleep_forever(
     conn: Connection, request: bytes, time_limit_s: float, catalog_dir: str | None
 ) -> None:
-    conn.send(("progress", '{"elapsed_s": 0.1, "objective": 1.0, "bound": 2.0, "message": "x"}'))
+    send(
+        conn, ProgressMessage('{"elapsed_s": 0.1, "objective": 1.0, "bound": 2.0, "message": "x"}')
+    )
     time.sleep(600)
 
 
 def input_error(
     conn: Connection, request: bytes, time_limit_s: float, catalog_dir: str | None
 ) -> None:
-    conn.send(("failed", FailureKind.INPUT, "$.tiers[1].min_tokens_per_s_per_user: unmet"))
+    send(conn, FailedMessage(FailureKind.INPUT, "$.tiers[1].min_tokens_per_s_per_user: unmet"))
 
 
 def crash(conn: Connection, request: bytes, time_limit_s: float, catalog_dir: str | None) -> None:

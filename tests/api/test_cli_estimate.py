@@ -19,7 +19,7 @@ from fleet.catalog import Catalog
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
 from fleet.perf.model import estimate
-from planner.build import token_profile
+from planner.build.pipeline import token_profile
 from planner.run import load_scenario, plan_scenario
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from api import worker
 from api.jobs import JobRunner
 from api.settings import Settings
 from api.store import FailureKind, PlanRecord, PlanStatus, Store
-from planner.scenario_check import load_scenario
+from planner.scenario.decode import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def report_memory_limit(
     conn: Connection, request: bytes, time_limit_s: float, catalog_dir: str | None
 ) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    conn.send(("done", f"{soft} {hard}".encode(), {}))
+    worker.send(conn, worker.DoneMessage(f"{soft} {hard}".encode(), {}))
 
 
 def _solve_one(
@@ -116,8 +116,8 @@ def test_the_solver_gets_the_time_the_build_left(tmp_path: Path) -> None:
         request = msgspec.json.encode(load_scenario(REPO / "scenarios" / "tiny.toml"))
         reader, writer = __import__("multiprocessing").Pipe(duplex=False)
         worker.solve(writer, request, 7.0, None)
-        outcome = reader.recv()
+        outcome = worker.receive(reader)
     finally:
         worker.planner_solve = original
-    assert outcome[0] == "failed" and "stop here" in outcome[2]
+    assert isinstance(outcome, worker.FailedMessage) and "stop here" in outcome.reason
     assert len(captured) == 1 and 0 < captured[0] < 7.0

@@ -1,8 +1,9 @@
 """The calibration bound: the catalog's Hopper efficiency factors reproduce the measured runs.
 
-Recomputes the errors of TPOT and tokens/s per GPU from shared/reference/measured_calibration.csv
-with the factors in fleet/data/accelerators.toml (not re-fitted) and checks the medians
-(docs/calibration.md publishes the tables).
+Recomputes the errors of TPOT and tokens/s per GPU on the measured H100/H200 serving runs (read
+from shared/reference/measured_calibration.csv beside the repo; what they are:
+fleet/perf/measured.py) with the factors in fleet/data/accelerators.toml (not re-fitted) and
+checks the medians (docs/calibration.md publishes the tables).
 """
 
 from __future__ import annotations

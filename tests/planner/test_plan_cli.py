@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from api.cli import main
-from planner.plan import Plan
+from planner.plan.schema import Plan
 from tests.planner.conftest import SCENARIOS
 
 

@@ -16,9 +16,9 @@ import pytest
 
 from fleet.catalog.load import Catalog
 from fleet.perf import CatalogArrays
-from planner.plan import Plan
+from planner.plan.schema import Plan
 from planner.run import decode_scenario, plan_scenario
-from planner.solution import SolveStatus
+from planner.solve.solution import SolveStatus
 
 TOL_USD = 1e-6
 

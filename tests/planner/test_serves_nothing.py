@@ -7,9 +7,9 @@ import re
 from typing import Any
 
 from fleet.catalog.load import Catalog
-from planner.plan import Plan
+from planner.plan.schema import Plan
 from planner.run import decode_scenario, plan_scenario
-from planner.solution import SolveStatus
+from planner.solve.solution import SolveStatus
 
 
 def _plan(tiny_with, catalog: Catalog, edit) -> Plan:

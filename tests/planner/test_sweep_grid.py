@@ -8,7 +8,7 @@ import pytest
 
 from fleet.errors import InputError
 from planner.run import load_scenario
-from planner.scenario import Scenario
+from planner.scenario.schema import Scenario
 from planner.sweep.grid import count_points, expand, format_value, parse_spec, parse_specs
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"

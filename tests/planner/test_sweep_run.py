@@ -16,9 +16,9 @@ from polars.testing import assert_frame_equal
 
 from fleet.catalog.load import load_catalog
 from fleet.perf.arrays import build_arrays
-from planner.build import build
+from planner.build.pipeline import build
 from planner.run import load_scenario, solve_options
-from planner.scenario import Scenario, Speculative
+from planner.scenario.schema import Scenario, Speculative
 from planner.solve import solve
 from planner.sweep.backends import LocalBackend, RayBackend
 from planner.sweep.frames import sweep_frames

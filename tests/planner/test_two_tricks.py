@@ -21,11 +21,11 @@ import pytest
 
 from fleet.catalog.load import Catalog
 from fleet.perf import CatalogArrays
-from planner.demand import hourly_requests_per_s
-from planner.plan import Plan
+from planner.build.demand import hourly_requests_per_s
+from planner.plan.schema import Plan
 from planner.run import load_scenario, plan_scenario
-from planner.scenario import Scenario
-from planner.solution import SolveStatus
+from planner.scenario.schema import Scenario
+from planner.solve.solution import SolveStatus
 from tests.planner.conftest import SCENARIOS
 
 FLAGSHIP, DISTILLED = "llama-3.1-70b", "llama-3.1-8b"

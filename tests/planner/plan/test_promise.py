@@ -1,0 +1,83 @@
+"""The TTFT promise (planner.plan.promise): queues follow the scenario's routing, a queue's capacity
+is the most load that keeps its wait within the slack, and every reported assignment meets its
+SLO."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fleet.errors import InputError
+from planner.build.pipeline import Built, build, routing_domains
+from planner.build.queueing import wait_quantile_s
+from planner.plan.promise import max_load, queue_of
+from planner.plan.schema import meets_ttft_slo
+from planner.run import plan_scenario
+from planner.scenario.decode import decode_scenario
+
+
+def _two_regions(tiny_with, routing: str | None) -> Any:
+    """tiny with its H100 pool split over two regions, one system each (its demand then needs both:
+    with the scheduled-prefill model three systems of one region carried it all)."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        pool = doc["fleet"]["pools"][0]
+        pool["count"] = 1
+        doc["fleet"]["pools"].append({**pool, "id": "h100-us-west", "region": "us-west"})
+        if routing is not None:
+            doc["fleet"]["routing"] = routing
+
+    return decode_scenario(tiny_with(edit), "json")
+
+
+def test_max_load_is_the_largest_load_within_the_slack() -> None:
+    rng = np.random.default_rng(7)
+    slots = rng.integers(1, 400, 50).astype(float)
+    per_token = rng.uniform(1e-4, 1e-2, 50)
+    holding = rng.uniform(1.0, 30.0, 50)
+    slack = rng.uniform(0.05, 3.0, 50)
+    q = np.full(50, 0.99)
+    load = max_load(slots, per_token, holding, q, slack)
+    assert np.all(load > 0) and np.all(load * per_token < slots)
+    assert np.all(wait_quantile_s(slots, load * per_token, holding, q) <= slack)
+    more = wait_quantile_s(slots, load * per_token * 1.001, holding, q)
+    assert np.all(more > slack)
+    assert max_load(slots[:1], per_token[:1], holding[:1], q[:1], np.zeros(1))[0] == 0.0
+
+
+def test_routing_decides_which_replicas_share_a_queue(tiny_with, catalog, arrays) -> None:
+    default = _two_regions(tiny_with, None)
+    assert default.fleet.routing == "region"
+    for routing, shared in (("region", False), ("global", True)):
+        s = _two_regions(tiny_with, routing)
+        built = build(s, catalog, arrays)
+        assert isinstance(built, Built)
+        assert routing_domains(s).tolist() == ([0, 1] if routing == "region" else [0, 0])
+        cand = built.tables.candidates
+        east = np.flatnonzero((cand.pool == 0) & (cand.tier == 0))[:1]
+        west = np.flatnonzero((cand.pool == 1) & (cand.tier == 0))[:1]
+        period = np.zeros(1, dtype=np.int64)
+        same = queue_of(built, east, period)[0] == queue_of(built, west, period)[0]
+        assert bool(same) is shared
+
+
+@pytest.mark.parametrize("routing", ["region", "global"])
+def test_every_reported_assignment_meets_its_slo(tiny_with, catalog, arrays, routing) -> None:
+    s = _two_regions(tiny_with, routing)
+    plan = plan_scenario(s, catalog, arrays=arrays, time_limit_s=20)
+    slo = {t.id: t.max_ttft_ms for t in s.tiers}
+    assert plan.assignments and {a.pool for a in plan.assignments} == {
+        "h100-us-east",
+        "h100-us-west",
+    }
+    for a in plan.assignments:
+        assert a.ttft_slo_ms == slo[a.tier]
+        assert meets_ttft_slo(a) and 0 <= a.ttft_ms <= slo[a.tier]
+    assert not [w for w in plan.warnings if "TTFT above" in w]
+
+
+def test_an_unknown_routing_is_a_field_error(tiny_with) -> None:
+    with pytest.raises(InputError, match=r"\$\.fleet\.routing"):
+        _two_regions(tiny_with, "planet")
