@@ -22,7 +22,7 @@ from msgspec import Struct
 from fleet.catalog.load import Catalog, load_catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from planner.build.pipeline import build
+from planner.build.pipeline import Unplannable, build
 from planner.plan.assemble import assemble_plan, infeasible_plan
 from planner.plan.schema import Plan
 from planner.run import solve_options
@@ -134,12 +134,12 @@ def solve_point(
             catalog, arrays = _catalog()
             check_catalog(scenario, catalog)
             built = build(scenario, catalog, arrays)
-            if built.tables is None:
+            if isinstance(built, Unplannable):
                 return _summary(index, infeasible_plan(built)), None
             result = solve(built.tables, solve_options(scenario, time_limit_s), None)
             plan = assemble_plan(built, result)
             fixed = None
-            if want_fixed and result.replicas.size and plan.status in ("optimal", "feasible"):
+            if want_fixed and result.replicas.size and plan.status.has_plan:
                 fixed = fixed_plan(built.tables, result.combo, result.replicas, result.cost_usd)
             return _summary(index, plan), fixed
     except _PointTimeout:

@@ -17,7 +17,7 @@ from planner.run import plan_scenario
 from planner.scenario.decode import check_catalog, decode_scenario
 from planner.scenario.schema import MAX_ENGINES
 
-TINY = Path(__file__).resolve().parents[2] / "scenarios" / "tiny.toml"
+TINY = Path(__file__).resolve().parents[3] / "scenarios" / "tiny.toml"
 
 
 def _tiny(engines: list[str] | None):  # type: ignore[no-untyped-def]

@@ -188,7 +188,7 @@ def micro(tiny_with):
 
     def edit(doc: dict[str, Any]) -> None:
         doc["fleet"]["pools"][0]["count"] = 2
-        doc["demand"][0]["requests_per_s"] = [150.0, 900.0, 300.0]
+        doc["demand"][0]["requests_per_s"] = [150.0, 700.0, 300.0]
         doc["tiers"][0]["multipliers"] = [1.0, 1.5]
         doc["tiers"][1]["multipliers"] = [2.0, 4.0]
 
