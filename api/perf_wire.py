@@ -50,8 +50,10 @@ class ConfigSpec(Frozen):
     model: Id
     system: Id | None = None
     accelerator: Id | None = None
-    precision: Precision = "fp8"
-    """Weight precision."""
+    precision: Precision | None = None
+    """Weight precision. Default: the accelerator's (``Accelerator.default_precision``, the
+    precision of its highest peak tensor throughput: fp8 on Hopper, fp4 on Blackwell), as the
+    CLI's ``farebox estimate``."""
     kv_precision: Precision | None = None
     """Default: FP8 when the weights are 8 bits or narrower and the accelerator runs FP8."""
     tp: Degree = 1
@@ -254,7 +256,11 @@ def to_configs(catalog: Catalog, specs: tuple[ConfigSpec, ...]) -> Configs:
         pp=column("pp"),
         dp=column("dp"),
         ep=column("ep"),
-        precision=column("precision"),
+        precision=[
+            spec.precision
+            or catalog.accelerators[catalog.system(sid).accelerator].default_precision
+            for spec, sid in zip(specs, systems, strict=True)
+        ],
         batch=column("batch"),
         isl=column("isl"),
         osl=column("osl"),

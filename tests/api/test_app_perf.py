@@ -142,3 +142,16 @@ def test_frontier_disaggregated_rows_carry_their_units(client: TestClient[Any]) 
     assert all(label.startswith("disaggregated: ") for label in got["layouts"])
     # a unit holds its decode replicas and its prefill replicas: more devices than one replica
     assert all(r["devices_per_replica"] > r["tp"] * r["dp"] * r["pp"] for r in got["rows"])
+
+
+def test_the_default_precision_is_the_accelerators_as_on_the_cli(client: TestClient[Any]) -> None:
+    """No ``precision``: fp8 on Hopper, fp4 on Blackwell (``Accelerator.default_precision``), the
+    same rule ``farebox estimate`` follows; a given precision is kept."""
+    configs = [
+        {"model": MODEL, "accelerator": "h100-sxm"},
+        {"model": MODEL, "accelerator": "b200"},
+        {"model": MODEL, "accelerator": "b200", "precision": "bf16"},
+    ]
+    r = client.post("/v1/estimate", json={"configs": configs})
+    assert r.status_code == 200, r.text
+    assert [row["precision"] for row in r.json()["rows"]] == ["fp8", "fp4", "bf16"]
