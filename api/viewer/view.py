@@ -7,7 +7,7 @@ performance model's search grid for the plan's busiest (model, system) pairs
 (``planner.report.operating``): CPU work, run through the app's ``Compute`` pool.
 
 Idle cost: the planner charges a pool for the systems it uses (``PoolUsage.cost_usd``); the
-systems left idle are shown at the same hourly price, ``planner.build.build_inventory``'s
+systems left idle are shown at the same hourly price, ``planner.build.pipeline.build_inventory``'s
 ``usd_per_system_hour`` (the pool's own price, else the system's, else devices x the
 accelerator's list price in the catalog), i.e. what they cost when the fleet is owned or reserved
 rather than rented by the hour.

@@ -25,7 +25,7 @@ TTFT floor at least as good -> at least as much capacity in every period, by the
 above); (c) headroom computed best-first, skipping rows whose raw capacity (an upper bound on
 theirs) is already matched in every period by a computed row with no more systems; (d) the
 per-period test on what remains. Tiers without a TTFT SLO have no headroom (cap 1): 2-D (systems
-per replica, raw tokens/s per replica). A disaggregated unit (``planner.disagg``) also has a
+per replica, raw tokens/s per replica). A disaggregated unit (``planner.build.disagg``) also has a
 ceiling, the most its decode side carries: capacity = min(raw x cap, ceiling), and the ceiling
 joins the criteria of (a) (its own class) and (b) (a fifth criterion); (c) bounds a row by it.
 Quality does not differ between candidates of one group (a
@@ -207,7 +207,7 @@ class Columns:
     ttft_floor_s: FloatArray
     ceiling_tokens_per_s: FloatArray | None = None
     """Output tokens/s a unit never exceeds whatever its queue allows (a disaggregated unit's
-    decode side, ``planner.disagg``); None = no bound beyond the queue's."""
+    decode side, ``planner.build.disagg``); None = no bound beyond the queue's."""
 
 
 def prune(cols: Columns, slo: Slo, requests_per_s: FloatArray, osl: float) -> Pruned:

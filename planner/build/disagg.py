@@ -6,16 +6,16 @@ tier, variant, pool) screens, prunes and solves them like any other candidate "r
 is one table replica: its systems, its output tokens/s).
 
 Queues. A unit's requests queue at its prefill replicas: m servers, each holding a prompt for its
-prefill time, so its TTFT headroom (``planner.queueing``, ``planner.promise``) is the Erlang C
-wait of m slots held ``prefill_s`` each: the candidate's queue slots are m and its ``request_s``
-is ``prefill_s`` (raw queue capacity m x osl / prefill_s, the identity
+prefill time, so its TTFT headroom (``planner.build.queueing``, ``planner.plan.promise``) is
+the Erlang C wait of m slots held ``prefill_s`` each: the candidate's queue slots are m and its
+``request_s`` is ``prefill_s`` (raw queue capacity m x osl / prefill_s, the identity
 raw = slots x osl / request_s the headroom uses). The decode side then bounds the unit: a request
 that finishes its prefill must find a free decode slot without waiting at the tier's TTFT
 percentile (all of the slack goes to the prefill queue), so the decode side carries at most
 u_d x its full-batch rate, u_d the largest occupancy of the unit's own k x b decode slots at which
 the Erlang C probability of waiting is <= 1 - percentile (one unit's slots: conservative, a router
 spreading over several units waits less). That bound is the candidate's ceiling
-(``planner.candidates.Columns.ceiling_tokens_per_s``): capacity = min(raw x cap, ceiling).
+(``planner.build.candidates.Columns.ceiling_tokens_per_s``): capacity = min(raw x cap, ceiling).
 Tiers without a TTFT SLO take min(prefill, decode) full-rate capacity.
 """
 

@@ -65,10 +65,10 @@ class CandidateDetails:
     replica (TTFT floor + streaming), a prefill replica of a disaggregated unit (its prefill)."""
     queue_slots: FloatArray
     """Queue slots per model replica: the batch of an aggregated replica, the prefill replicas of
-    a disaggregated unit (``planner.disagg``)."""
+    a disaggregated unit (``planner.build.disagg``)."""
     ceiling_tokens_per_s: FloatArray
     """Output tokens/s per table unit its decode side bounds whatever the queue allows (a
-    disaggregated unit, ``planner.disagg``); inf for aggregated replicas."""
+    disaggregated unit, ``planner.build.disagg``); inf for aggregated replicas."""
     layout: tuple[str, ...]
     """The disaggregated layout of a unit ('' for an aggregated replica)."""
     raw_tokens_per_s_per_replica: FloatArray

@@ -163,9 +163,9 @@ class Search(Frozen, kw_only=True):
     chooses per (family, tier, variant, pool) and the plan's assignments name the engine."""
     disaggregated: bool = False
     """Also offer disaggregated prefill/decode units as candidates: k decode replicas fed by m
-    prefill replicas of the same system (``planner.disagg``, docs/performance-model.md). Off by
-    default: it adds up to ``fleet.perf.disagg.unit_bound`` units per search grid to screen and
-    prune (docs/scenario.md has the measured cost)."""
+    prefill replicas of the same system (``planner.build.disagg``, docs/performance-model.md). Off
+    by default: it adds up to ``fleet.perf.disagg.unit_bound`` units per search grid to screen
+    and prune (docs/scenario.md has the measured cost)."""
 
 
 class Options(Frozen, kw_only=True):

@@ -18,7 +18,7 @@ for ``fleet.pools.ID``. Ids may contain dots; the longest id that matches is tak
 
 Several specs form the Cartesian product, the first varying slowest. The points are counted
 before any of them is built (``count_points``), and every point is decoded and checked exactly as
-a scenario file is (``planner.scenario_check.decode_scenario``), so a value of the wrong type or
+a scenario file is (``planner.scenario.decode.decode_scenario``), so a value of the wrong type or
 one that breaks a rule of the schema is refused before anything runs, naming the spec.
 """
 

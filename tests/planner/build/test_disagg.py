@@ -1,4 +1,5 @@
-"""Disaggregated units as planner candidates (planner.disagg, options.search.disaggregated)."""
+"""Disaggregated units as planner candidates (planner.build.disagg,
+options.search.disaggregated)."""
 
 from __future__ import annotations
 
