@@ -8,7 +8,9 @@ accelerator's default system (``fleet.perf.frontier``: every layout farebox sear
 batch grid, the point's weight precision only, aggregated serving) gives the best tokens/s per
 GPU among configurations reaching at least the point's tokens/s per user. Speculative decoding
 only where the point says it was used: the model's own MTP draft (``fleet.perf.grid.model_spec``)
-when its ``speculative`` is "mtp", never for "none" or "unspecified"; ``--spec`` adds an option to
+when its ``speculative`` is "mtp" or "mtp-or-none" (the benchmark's configuration file lists MTP
+and non-MTP recipes for the curve; both are searched), never for "none" or "unspecified"; ``--spec``
+adds an option to
 every point. Where the point carries the benchmark's ``recipe`` (what its configuration file swept:
 largest concurrency per serving instance, devices per instance, data-parallel attention or not),
 the frontier is of those configurations only (``recipe_frontier``), so that farebox is compared
@@ -91,7 +93,7 @@ class PublishedPoint(Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     throughput_counts: Literal["input+output", "output"]
     engine: Text
     disaggregated: Literal["yes", "no", "unspecified"]
-    speculative: Literal["mtp", "none", "unspecified"]
+    speculative: Literal["mtp", "mtp-or-none", "none", "unspecified"]
     serving_notes: Text
     source_url: Annotated[str, Meta(pattern=r"^https://")]
     source_date: Annotated[str, Meta(pattern=r"^(\d{4}-\d{2}-\d{2}|undated)$")]
@@ -168,8 +170,10 @@ def _unsupported(catalog: Catalog, point: PublishedPoint) -> str | None:
 
 
 def uses_mtp(point: PublishedPoint) -> bool:
-    """The model's own MTP draft is searched only where the point says MTP was used."""
-    return point.speculative == "mtp"
+    """The model's own MTP draft is searched only where the point says MTP was used, or where the
+    benchmark's configuration file lists MTP recipes among those behind the curve (the search
+    then has the configurations with and without the draft, as the curve had)."""
+    return point.speculative in ("mtp", "mtp-or-none")
 
 
 def evaluate(

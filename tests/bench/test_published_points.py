@@ -21,6 +21,7 @@ from bench.published_points import (
     render,
     spread,
     summarize,
+    uses_mtp,
 )
 from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
@@ -193,3 +194,19 @@ def test_recipe_lists_must_pair(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match=r"recipe: max_concurrency needs one entry per gpus"):
         load_points(bad)
+
+
+def test_mtp_or_none_searches_with_and_without_the_draft(
+    catalog: Catalog, arrays: CatalogArrays, points
+) -> None:
+    both = [p for p in points if p.speculative == "mtp-or-none"]
+    assert both and all(uses_mtp(p) for p in both)
+    assert all("configuration file" in p.serving_notes for p in both)
+    point = next(p for p in both if p.id == "r1-b200-fp8-8k1k-75")
+    (with_draft,) = evaluate(catalog, arrays, [point])
+    (without,) = evaluate(
+        catalog, arrays, [msgspec.structs.replace(point, speculative="unspecified")]
+    )
+    # The draft is an extra option: never worse than the search without it.
+    assert with_draft.tokens_per_s_per_gpu >= without.tokens_per_s_per_gpu
+    assert "spec" not in without.configuration
