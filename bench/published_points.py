@@ -8,8 +8,14 @@ accelerator's default system (``fleet.perf.frontier``: every layout farebox sear
 batch grid, the point's weight precision only, aggregated serving) gives the best tokens/s per
 GPU among configurations reaching at least the point's tokens/s per user. Speculative decoding
 only where the point says it was used: the model's own MTP draft (``fleet.perf.grid.model_spec``)
-when its ``speculative`` is "mtp", never for "none" or "unspecified"; ``--spec`` adds an option to
-every point. That figure is put in the published token accounting (x (isl + osl) / osl when the
+when its ``speculative`` is "mtp" or "mtp-or-none" (the benchmark's configuration file lists MTP
+and non-MTP recipes for the curve; both are searched), never for "none" or "unspecified"; ``--spec``
+adds an option to
+every point. Where the point carries the benchmark's ``recipe`` (what its configuration file swept:
+largest concurrency per serving instance, devices per instance, data-parallel attention or not),
+the frontier is of those configurations only (``recipe_frontier``), so that farebox is compared
+on the ground the figure was measured on, not with a batch or layout nobody ran; elsewhere every
+layout and batch. That figure is put in the published token accounting (x (isl + osl) / osl when the
 source counts input + output tokens per GPU) and divided by the published one:
 r = farebox / published.
 
@@ -42,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fleet.catalog import PRECISIONS, Catalog, Precision, load_catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from fleet.perf.frontier import DEFAULT_BATCHES, Frontier, frontier
+from fleet.perf.frontier import DEFAULT_BATCHES, Frontier, frontier, pareto_mask
+from fleet.perf.grid import evaluate_grid
 
 POINTS_FILE = Path(__file__).resolve().parent / "data" / "published_points.toml"
 BATCHES: tuple[int, ...] = tuple(
@@ -55,6 +62,19 @@ not an artefact of a coarse grid (the published figures are interpolated along m
 Positive = Annotated[float, Meta(gt=0)]
 Tokens = Annotated[int, Meta(gt=0)]
 Text = Annotated[str, Meta(min_length=1)]
+
+
+class Recipe(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """What the published benchmark swept for a point's curve (its serving configurations), so
+    that farebox is compared on the same ground: a serving instance (one replica) of ``gpus[i]``
+    devices at most ``max_concurrency[i]`` concurrent requests, no pipeline stages, and
+    data-parallel attention only when ``attention_dp``."""
+
+    gpus: Annotated[tuple[Tokens, ...], Meta(min_length=1)]
+    max_concurrency: Annotated[tuple[Tokens, ...], Meta(min_length=1)]
+    attention_dp: bool
+    source: Annotated[str, Meta(pattern=r"^https://")]
+    note: Text
 
 
 class PublishedPoint(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -73,11 +93,14 @@ class PublishedPoint(Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     throughput_counts: Literal["input+output", "output"]
     engine: Text
     disaggregated: Literal["yes", "no", "unspecified"]
-    speculative: Literal["mtp", "none", "unspecified"]
+    speculative: Literal["mtp", "mtp-or-none", "none", "unspecified"]
     serving_notes: Text
     source_url: Annotated[str, Meta(pattern=r"^https://")]
     source_date: Annotated[str, Meta(pattern=r"^(\d{4}-\d{2}-\d{2}|undated)$")]
     location: Text
+    recipe: Recipe | None = None
+    """The swept serving configurations when the benchmark's configuration file is known; None:
+    every layout and batch farebox searches."""
 
     def published_per_output_token(self) -> float:
         """Factor from output tokens/s to the published accounting."""
@@ -104,6 +127,12 @@ def load_points(path: Path = POINTS_FILE) -> tuple[PublishedPoint, ...]:
     for i, point in enumerate(data.points):
         if point.id in seen:
             raise InputError(f"{path.name}: $.points[{i}].id: duplicate id {point.id!r}")
+        recipe = point.recipe
+        if recipe is not None and len(recipe.gpus) != len(recipe.max_concurrency):
+            raise InputError(
+                f"{path.name}: $.points[{i}].recipe: max_concurrency needs one entry per gpus "
+                f"entry ({len(recipe.max_concurrency)} for {len(recipe.gpus)})"
+            )
         seen.add(point.id)
     return tuple(data.points)
 
@@ -141,8 +170,10 @@ def _unsupported(catalog: Catalog, point: PublishedPoint) -> str | None:
 
 
 def uses_mtp(point: PublishedPoint) -> bool:
-    """The model's own MTP draft is searched only where the point says MTP was used."""
-    return point.speculative == "mtp"
+    """The model's own MTP draft is searched only where the point says MTP was used, or where the
+    benchmark's configuration file lists MTP recipes among those behind the curve (the search
+    then has the configurations with and without the draft, as the curve had)."""
+    return point.speculative in ("mtp", "mtp-or-none")
 
 
 def evaluate(
@@ -157,7 +188,9 @@ def evaluate(
     precision, isl, osl)."""
     points = list(points)
     out: dict[str, Evaluation] = {}
-    groups: dict[tuple[str, str, str, int, int, bool], list[PublishedPoint]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int, int, bool, Recipe | None], list[PublishedPoint]] = (
+        defaultdict(list)
+    )
     for point in points:
         reason = _unsupported(catalog, point)
         if reason is not None:
@@ -170,38 +203,103 @@ def evaluate(
                 point.isl_tokens,
                 point.osl_tokens,
                 uses_mtp(point),
+                point.recipe,
             )
             groups[key].append(point)
-    for (model, accelerator, precision, isl, osl, mtp), members in groups.items():
+    for (model, accelerator, precision, isl, osl, mtp, recipe), members in groups.items():
         system = catalog.default_system(accelerator)
-        front = frontier(
-            catalog,
-            arrays,
-            model,
-            system.id,
-            isl=isl,
-            osl=osl,
-            precisions=(precision,),
-            batches=batches,
-            spec=spec,
-            own_mtp=mtp,
-        )
+        if recipe is None:
+            front = frontier(
+                catalog,
+                arrays,
+                model,
+                system.id,
+                isl=isl,
+                osl=osl,
+                precisions=(precision,),
+                batches=batches,
+                spec=spec,
+                own_mtp=mtp,
+            )
+        else:
+            front = recipe_frontier(
+                catalog,
+                arrays,
+                model,
+                system.id,
+                recipe,
+                isl=isl,
+                osl=osl,
+                precision=precision,
+                batches=batches,
+                spec=spec,
+                own_mtp=mtp,
+            )
         for point in members:
-            out[point.id] = _best_at(front, point, system.id)
+            out[point.id] = _best_at(front, point, system.id, recipe=recipe is not None)
     return [out[p.id] for p in points]
 
 
-def _best_at(front: Frontier, point: PublishedPoint, system_id: str) -> Evaluation:
+def recipe_frontier(
+    catalog: Catalog,
+    arrays: CatalogArrays,
+    model: str,
+    system_id: str,
+    recipe: Recipe,
+    *,
+    isl: int,
+    osl: int,
+    precision: str,
+    batches: Sequence[int] = BATCHES,
+    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+    own_mtp: bool = False,
+) -> Frontier:
+    """The frontier of the configurations the recipe swept (``Recipe``): replicas of one of its
+    device counts at up to that count's largest concurrency (which is itself searched), no
+    pipeline stages, dp > 1 only with data-parallel attention."""
+    caps = set(recipe.max_concurrency)
+    capped = sorted({b for b in batches if b <= max(caps)} | caps)
+    configs, est = evaluate_grid(
+        catalog,
+        arrays,
+        model,
+        system_id,
+        batches=capped,
+        precisions=(precision,),
+        isl=isl,
+        osl=osl,
+        spec=spec,
+        own_mtp=own_mtp,
+    )
+    swept = np.zeros(len(configs), dtype=bool)
+    for gpus, cap in zip(recipe.gpus, recipe.max_concurrency, strict=True):
+        swept |= (est.devices_per_replica == gpus) & (configs.batch <= cap)
+    swept &= est.fits & (configs.pp == 1)
+    if not recipe.attention_dp:
+        swept &= configs.dp == 1
+    rows = np.flatnonzero(swept)
+    keep = rows[pareto_mask(est.tokens_per_s_per_user[rows], est.tokens_per_s_per_device[rows])]
+    order = keep[np.argsort(-est.tokens_per_s_per_user[keep], kind="stable")]
+    return Frontier(configs=configs.take(order), estimate=est.take(order))
+
+
+def _best_at(
+    front: Frontier, point: PublishedPoint, system_id: str, *, recipe: bool = False
+) -> Evaluation:
+    """The best tokens/s per GPU of ``front`` at the point's interactivity; ``recipe``: the
+    frontier is of the published recipe's configurations (``recipe_frontier``), said in the
+    configuration and the reasons."""
     est, cfg = front.estimate, front.configs
+    searched = "the published recipe swept" if recipe else "farebox searches"
     if len(front) == 0:
-        reason = f"{point.model} fits on {system_id} in no layout farebox searches"
+        reason = f"{point.model} fits on {system_id} in no layout {searched}"
         return Evaluation(point, None, None, "", reason)
     reach = np.flatnonzero(est.tokens_per_s_per_user >= point.tokens_per_s_per_user)
     if reach.size == 0:
         fastest = float(est.tokens_per_s_per_user.max())
         reason = (
             f"no layout reaches {point.tokens_per_s_per_user:g} tok/s/user "
-            f"(fastest {fastest:.1f} on {system_id})"
+            f"(fastest {fastest:.1f} on {system_id}{' in the recipe' if recipe else ''})"
         )
         return Evaluation(point, None, None, "", reason)
     i = int(reach[np.argmax(est.tokens_per_s_per_device[reach])])
@@ -209,6 +307,7 @@ def _best_at(front: Frontier, point: PublishedPoint, system_id: str) -> Evaluati
     layout = (
         f"{system_id} tp{cfg.tp[i]} dp{cfg.dp[i]} ep{cfg.ep[i]} pp{cfg.pp[i]} b{cfg.batch[i]}"
         + (f" spec{cfg.spec_draft_tokens[i]}" if cfg.spec_draft_tokens[i] else "")
+        + (" [recipe]" if recipe else "")
     )
     return Evaluation(point, per_gpu, float(est.tokens_per_s_per_user[i]), layout)
 

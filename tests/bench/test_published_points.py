@@ -17,9 +17,11 @@ from bench.published_points import (
     evaluate,
     load_points,
     main,
+    recipe_frontier,
     render,
     spread,
     summarize,
+    uses_mtp,
 )
 from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
@@ -144,3 +146,67 @@ def test_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert "| all |" in out and "Not evaluable" in out
     assert main(["--spec", "3"]) == 2
     assert "--spec" in capsys.readouterr().err
+
+
+def test_every_recipe_can_produce_its_point(points) -> None:
+    recipes = [p for p in points if p.recipe is not None]
+    assert len(recipes) >= 10
+    for p in recipes:
+        r = p.recipe
+        assert r.source.startswith("https://github.com/") and r.note
+        best = max(
+            cap * p.tokens_per_s_per_user * p.published_per_output_token() / gpus
+            for gpus, cap in zip(r.gpus, r.max_concurrency, strict=True)
+        )
+        assert best >= p.tokens_per_s_per_gpu, p.id
+
+
+def test_recipe_frontier_stays_in_the_recipe(catalog: Catalog, arrays: CatalogArrays, points):
+    point = next(p for p in points if p.id == "oss-b200-fp4-1k1k-72")
+    recipe = point.recipe
+    front = recipe_frontier(
+        catalog, arrays, "gpt-oss-120b", "hgx-b200-8", recipe, isl=1024, osl=1024, precision="fp4"
+    )
+    assert len(front) > 0
+    cap = dict(zip(recipe.gpus, recipe.max_concurrency, strict=True))
+    for i in range(len(front)):
+        devices = int(front.estimate.devices_per_replica[i])
+        assert devices in cap and front.configs.batch[i] <= cap[devices]
+        assert front.configs.pp[i] == 1
+    # The recipe can only take configurations away: never faster than the full search.
+    (limited,) = evaluate(catalog, arrays, [point])
+    (full,) = evaluate(catalog, arrays, [msgspec.structs.replace(point, recipe=None)])
+    assert "[recipe]" in limited.configuration and "[recipe]" not in full.configuration
+    assert limited.tokens_per_s_per_gpu <= full.tokens_per_s_per_gpu
+    # Without data-parallel attention a recipe keeps dp = 1.
+    tp_only = msgspec.structs.replace(recipe, attention_dp=False)
+    front = recipe_frontier(
+        catalog, arrays, "gpt-oss-120b", "hgx-b200-8", tp_only, isl=1024, osl=1024, precision="fp4"
+    )
+    assert len(front) > 0 and (front.configs.dp == 1).all()
+
+
+def test_recipe_lists_must_pair(tmp_path: Path) -> None:
+    text = POINTS_FILE.read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        text.replace("max_concurrency = [256, 256, 64, 8]", "max_concurrency = [256]", 1)
+    )
+    with pytest.raises(InputError, match=r"recipe: max_concurrency needs one entry per gpus"):
+        load_points(bad)
+
+
+def test_mtp_or_none_searches_with_and_without_the_draft(
+    catalog: Catalog, arrays: CatalogArrays, points
+) -> None:
+    both = [p for p in points if p.speculative == "mtp-or-none"]
+    assert both and all(uses_mtp(p) for p in both)
+    assert all("configuration file" in p.serving_notes for p in both)
+    point = next(p for p in both if p.id == "r1-b200-fp8-8k1k-75")
+    (with_draft,) = evaluate(catalog, arrays, [point])
+    (without,) = evaluate(
+        catalog, arrays, [msgspec.structs.replace(point, speculative="unspecified")]
+    )
+    # The draft is an extra option: never worse than the search without it.
+    assert with_draft.tokens_per_s_per_gpu >= without.tokens_per_s_per_gpu
+    assert "spec" not in without.configuration
