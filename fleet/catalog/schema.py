@@ -133,6 +133,8 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     """Weight streaming of memory-bound NVFP4 GEMMs (scales included), where the part has FP4."""
     attention_bandwidth_fraction: PositiveFloat
     """KV-cache read of decode attention."""
+    context_attention_flops_fraction: PositiveFloat
+    """Fraction of the BF16 peak that prefill (context, flash) attention reaches."""
     all_reduce_link_fraction: PositiveFloat
     all_reduce_call_us_2: PositiveFloat
     all_reduce_call_us_4: PositiveFloat

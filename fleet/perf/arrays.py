@@ -99,6 +99,8 @@ class AcceleratorArrays:
     """BF16 tensor-core fraction (attention math runs in BF16)."""
     flops_fraction_by_precision: FloatArray
     """(n, P) fraction of each precision's peak; differs from BF16 where kernels say so."""
+    prefill_attention_flops_fraction: FloatArray
+    """Fraction of the BF16 peak of prefill (flash) attention: a measured kernel figure."""
     step_overhead_s: FloatArray
     layer_overhead_s: FloatArray
     """Fixed cost per layer per step (kernel launches and synchronisation of its kernels)."""
@@ -303,6 +305,7 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         kv_bandwidth_fraction=col(lambda a: eff[a.id].kv_bandwidth_fraction),
         flops_fraction=flops_fraction[:, PRECISIONS.index("bf16")].copy(),
         flops_fraction_by_precision=flops_fraction,
+        prefill_attention_flops_fraction=col(lambda a: eff[a.id].prefill_attention_flops_fraction),
         step_overhead_s=col(lambda a: eff[a.id].step_overhead_us * 1e-6),
         layer_overhead_s=col(lambda a: eff[a.id].layer_overhead_us * 1e-6),
         link_fraction=col(lambda a: eff[a.id].link_bandwidth_fraction),

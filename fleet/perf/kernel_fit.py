@@ -5,6 +5,8 @@ Per accelerator with tables (``kernel_tables.SYSTEMS``), against the catalog's d
 - GEMM, per dtype: latency = roof(2mnk / (peak_dtype x f_flops), bytes / (bw x f_bw)) + c, with
   the performance model's smooth roof (``ROOF_SHARPNESS``);
 - decode attention, per KV dtype: latency = KV bytes / (bw x f_bw) + c;
+- context (prefill) attention, BF16: latency = roof(causal FLOPs / (peak_bf16 x f_flops),
+  Q/K/V/O bytes / (bw x f_bw)) + c;
 - all-reduce and all-to-all: latency = v (n-1)/n x bytes / (link x f_link) + 2 log2(n) x h + c,
   v = 2 for all-reduce (reduce-scatter + all-gather), 1 for all-to-all; the small-message
   latency of a call on n devices is 2 log2(n) x h + c.
@@ -117,6 +119,20 @@ def fit_attention(data: Path, acc: Accelerator, kv_dtype: str) -> KernelFit:
     )  # fmt: skip
 
 
+def fit_context_attention(data: Path, acc: Accelerator) -> KernelFit:
+    peak = (acc.peak_tflops.get("bf16") or 0.0) * 1e12
+    bw = acc.memory_bandwidth_bytes_per_s
+
+    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        return _roof(s.flops / (peak * x[0]), s.bytes / (bw * x[1])) + x[2] * 1e-6
+
+    return _fit(
+        acc.id, "context attention bf16", kt.context_attention(data, acc.id), predict,
+        ("flops_fraction", "bandwidth_fraction", "call_us"),
+        (0.5, 0.5, 10.0), ((0.01, 0.01, 0.0), (1.5, 1.5, 200.0)),
+    )  # fmt: skip
+
+
 def _fit_comm(acc: Accelerator, kernel: str, samples: kt.Samples, volume: float) -> KernelFit:
     link = acc.scale_up_bandwidth_bytes_per_s
 
@@ -148,6 +164,7 @@ def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
     dtypes = ["bf16", "fp8", "fp8_block"] + (["fp4"] if acc.peak_tflops.fp4 else [])
     fits = [fit_gemm(data, acc, d) for d in dtypes]
     fits += [fit_attention(data, acc, kv) for kv in ("bfloat16", "fp8")]
+    fits += [fit_context_attention(data, acc)]
     fits += [fit_all_reduce(data, acc), fit_all_to_all(data, acc)]
     return fits
 
@@ -176,6 +193,7 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
                 * by["decode attention kv fp8"].params["bandwidth_fraction"]
             )
         ),
+        "context_attention_flops_fraction": by["context attention bf16"].params["flops_fraction"],
         "all_reduce_link_fraction": by["all-reduce"].params["link_fraction"],
         "all_reduce_call_us_2": call_latency_us(by["all-reduce"], 2.0),
         "all_reduce_call_us_4": call_latency_us(by["all-reduce"], 4.0),

@@ -31,6 +31,7 @@ ENGINE_VERSION = "1.3.0rc20"
 NCCL_VERSION = "2.29.2"
 GEMM_TABLE = f"gemm/{ENGINE}/{ENGINE_VERSION}/gemm_perf.parquet"
 ATTENTION_TABLE = f"attention/{ENGINE}/{ENGINE_VERSION}/generation_attention_perf.parquet"
+CONTEXT_ATTENTION_TABLE = f"attention/{ENGINE}/{ENGINE_VERSION}/context_attention_perf.parquet"
 ALLREDUCE_TABLE = f"comm/{ENGINE}/{ENGINE_VERSION}/custom_allreduce_perf.parquet"
 NCCL_TABLE = f"comm/nccl/{NCCL_VERSION}/nccl_perf.parquet"
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
@@ -123,6 +124,31 @@ def decode_attention(data: Path, accelerator: str, kv_dtype: str) -> Samples:
     return Samples(
         flops=4.0 * b * heads * hd * ctx,
         bytes=b * ctx * kvh * hd * 2.0 * KV_BYTES[kv_dtype],
+        n=np.ones_like(b),
+        latency_s=d["latency"].to_numpy() * 1e-3,
+        held_out=held_out_keys(d.select("num_heads", "num_key_value_heads", "head_dim")),
+    )
+
+
+def context_attention(data: Path, accelerator: str) -> Samples:
+    """Prefill (context) attention, full-context layers, BF16 math and KV: causal FLOPs.
+
+    A prompt of isl tokens: q.k and p.v over the causal half, 2 x isl^2 x heads x head_dim FLOPs
+    per sequence; bytes = Q, K, V in and O out once (the flash-attention kernel keeps the rest
+    on chip).
+    """
+    d = pl.read_parquet(data / SYSTEMS[accelerator] / CONTEXT_ATTENTION_TABLE).filter(
+        (pl.col("window_size") == 0)
+        & (pl.col("attn_dtype") == "bfloat16")
+        & (pl.col("kv_cache_dtype") == "bfloat16")
+    )
+    b, isl = (d[c].to_numpy().astype(np.float64) for c in ("batch_size", "isl"))
+    heads, kvh, hd = (
+        d[c].to_numpy().astype(np.float64) for c in ("num_heads", "num_key_value_heads", "head_dim")
+    )
+    return Samples(
+        flops=2.0 * b * heads * hd * isl**2,
+        bytes=b * isl * (2.0 * heads + 2.0 * kvh) * hd * BF16_BYTES,
         n=np.ones_like(b),
         latency_s=d["latency"].to_numpy() * 1e-3,
         held_out=held_out_keys(d.select("num_heads", "num_key_value_heads", "head_dim")),

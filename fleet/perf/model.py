@@ -17,7 +17,9 @@ Per configuration (docs/performance-model.md has the derivations):
                routed-expert bytes scaled by the fraction of experts touched,
                1 - (1 - k_e/E)^tokens_in_step (per layer, the same for every EP shard);
    compute s = 2 x active params x tokens + attention FLOPs, at the precision's tensor rate
-               (BF16 for weight-only formats such as FP4 on Hopper) x f_flops;
+               (BF16 for weight-only formats such as FP4 on Hopper) x f_flops; attention in BF16,
+               decode attention at the BF16 f_flops, prefill (flash) attention at its own
+               measured fraction of the BF16 peak (``prefill_attention_flops_fraction``);
    comm s    = ``fleet.perf.comm.stage_comm_s``.
    Stage time = roof(compute, memory) + comm, roof = a smooth max (``_roof``).
 3. Decode step of the replica (``step_s``): pp stage times (a stream's token passes every stage;
@@ -203,6 +205,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     flops = A.peak_flops[a, compute_col] * A.flops_fraction_by_precision[a, compute_col]
     flops_r = np.where(rp == wp, flops, A.peak_flops[a, rp] * A.flops_fraction_by_precision[a, rp])
     attn_flops_rate = A.peak_flops[a, _BF16] * A.flops_fraction[a]
+    # prefill (flash) attention at its own measured fraction of the BF16 peak (kernel tables)
+    attn_prefill_rate = A.peak_flops[a, _BF16] * A.prefill_attention_flops_fraction[a]
     link = A.scale_up_bytes_per_s[a] * A.link_fraction[a]
     hop = A.scale_up_latency_s[a]
     nic = S.scale_out_bytes_per_s[s] / S.devices_per_system[s] * A.link_fraction[a]
@@ -237,7 +241,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     decode_per_token_s = head_flops_per_token / (pp * flops_r) + attn_per_ctx * ctx_decode / (
         attn_flops_rate
     )
-    prefill_per_token_s = attn_prefill_per_ctx * ctx_prefill / attn_flops_rate
+    prefill_per_token_s = attn_prefill_per_ctx * ctx_prefill / attn_prefill_rate
 
     def busy_ranks(streams: FloatArray) -> FloatArray:
         """Attention ranks a step's streams occupy: at most dp, at least one."""

@@ -9,6 +9,8 @@ family's factors and scales each by how its kernels compare with the family's
   gemm_fp4_bandwidth_fraction over the family's BF16/FP8 kernel figure (Hopper runs FP4 only
   weight-only, a different kernel, so its run-fitted 4-bit figure is not the reference);
 - kv_bandwidth_fraction x attention_bandwidth_fraction ratio (KV reads of decode attention);
+- prefill attention: this part's own measured context_attention_flops_fraction (a kernel figure,
+  used as it is on every part with kernel tables, Hopper included: no run-fitted figure to scale);
 - flops_fraction per precision x gemm_flops_fraction ratio of that precision (FP4, which Hopper
   lacks, against Hopper's FP8; INT8 takes the FP8 figure);
 - link_bandwidth_fraction x all_reduce_link_fraction ratio;
@@ -51,6 +53,9 @@ class ResolvedEfficiency:
     """KV-cache reads of decode attention."""
     weight_bandwidth: Fractions
     """Weight streaming per weight precision (4-bit formats may stream slower than 8/16-bit)."""
+    prefill_attention_flops_fraction: float
+    """Fraction of the BF16 peak prefill (flash) attention reaches: the part's measured kernel
+    figure; the BF16 GEMM fraction where no kernel table exists (published-speed parts)."""
 
 
 def _given(acc: Accelerator) -> ResolvedEfficiency:
@@ -71,6 +76,9 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         collective_overhead_us=e.collective_overhead_us or 0.0,
         kv_bandwidth_fraction=e.kv_bandwidth_fraction or 0.0,
         weight_bandwidth={p: four_bit if p in FOUR_BIT else bw for p in PRECISIONS},
+        prefill_attention_flops_fraction=(
+            acc.kernel.context_attention_flops_fraction if acc.kernel is not None else flops
+        ),
     )
 
 
@@ -139,6 +147,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
             1.0, base.kv_bandwidth_fraction * ratio(lambda x: x.attention_bandwidth_fraction)
         ),
         weight_bandwidth=weight_bw,
+        prefill_attention_flops_fraction=k.context_attention_flops_fraction,
     )
 
 

@@ -69,8 +69,15 @@ def _fast_variants(s: Scenario, variants: tuple[str, ...]) -> Scenario:
     return msgspec.structs.replace(s, tiers=tiers)
 
 
-def _plan(s: Scenario, catalog: Catalog, arrays: CatalogArrays) -> Plan:
+def _plan(
+    s: Scenario, catalog: Catalog, arrays: CatalogArrays, *, promise_repaired: bool = False
+) -> Plan:
+    """The plan, optimal; with ``promise_repaired`` also feasible when the solve met its gap
+    target and the TTFT promise repair at the planned load cost under 0.5% of the objective."""
     plan = plan_scenario(s, catalog, arrays=arrays, time_limit_s=20)
+    if promise_repaired and plan.status is SolveStatus.FEASIBLE:
+        assert "gap target met" in plan.message and plan.gap < 0.005, plan.message
+        return plan
     assert plan.status is SolveStatus.OPTIMAL, plan.message
     return plan
 
@@ -151,8 +158,17 @@ def test_every_assignment_meets_its_ttft_slo(one_day, catalog, arrays) -> None:
 def test_the_smallest_sram_pool_for_the_distillate_is_two_wafers(one_day, catalog, arrays) -> None:
     """Its demand at 3x needs 6 wafers at peak, but 2 already beat the flagship: the plan rations
     the scarce wafers by price instead of giving the tier up. One wafer cannot: even at the top
-    of the menu it would shed a third of fast demand."""
-    plans = {n: _plan(_with_counts(one_day, {SRAM_POOL: n}), catalog, arrays) for n in range(7)}
+    of the menu it would shed a third of fast demand.
+
+    Since prefill attention is charged at its measured kernel fraction (~0.45 of the BF16 peak,
+    docs/calibration.md), the one-wafer plan's TTFT promise at the planned load adds 4 replicas
+    and sheds 9.9M output tokens, 0.10% of the objective, so that plan is reported feasible, not
+    optimal (measured; the others stay optimal); the forced one-wafer plan likewise (2 replicas,
+    7.8M tokens, 0.10%)."""
+    plans = {
+        n: _plan(_with_counts(one_day, {SRAM_POOL: n}), catalog, arrays, promise_repaired=True)
+        for n in range(7)
+    }
     variants = {n: _fast(p)[0] for n, p in plans.items()}
     smallest = min(n for n, v in variants.items() if v == DISTILLED)
     assert smallest == 2
@@ -169,7 +185,10 @@ def test_the_smallest_sram_pool_for_the_distillate_is_two_wafers(one_day, catalo
     # Why one wafer is not enough: with the distillate forced onto it, it earns less than the
     # flagship card and sheds fast demand even at the top multiplier.
     forced = _plan(
-        _fast_variants(_with_counts(one_day, {SRAM_POOL: 1}), (DISTILLED,)), catalog, arrays
+        _fast_variants(_with_counts(one_day, {SRAM_POOL: 1}), (DISTILLED,)),
+        catalog,
+        arrays,
+        promise_repaired=True,
     )
     assert forced.objective_usd < plans[1].objective_usd
     assert _served_fraction(forced, "fast") < 0.8
