@@ -16,8 +16,8 @@ Stops when the gap reaches the target, on the time limit, or when no step can ma
 With a reconfiguration limit, bounds and cuts come from the model without (6) (a relaxation),
 plans are rounded within the limit, and a choice the master insists on is solved, in turn, as a
 rolling-horizon LP with (6) (``planner.solve.rolling``; day chunks, first on the candidates the LP
-without (6) uses, then adding those near zero reduced cost, then on all: plans only), as the LP with (6) within day chunks (HiGHS; a
-relaxation: a value cut), then with integer replicas.
+without (6) uses, then adding those near zero reduced cost, then on all: plans only), as the LP
+with (6) within day chunks (HiGHS; a relaxation: a value cut), then with integer replicas.
 Every plan reported is complete and feasible: the first ones are the greedy baseline and the
 provider's plan at list prices (``planner.solve.provider``; with a reconfiguration limit, the
 greedy plan's steady part grown within the limit), found before any LP is solved. When the root
