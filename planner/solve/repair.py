@@ -161,21 +161,28 @@ def _reconfiguration_room(
 
 
 def round_within_reconfiguration(
-    tables: PlanningTables, replicas: FloatArray, limit: float
+    tables: PlanningTables, replicas: FloatArray, limit: float, *, sticky: bool = False
 ) -> IntArray | None:
     """Round ``replicas`` (cands, periods) down, then per period and pool undo increases and
     then decreases against the previous period, one replica at a time, until the pool's moved
     systems fit (6). A backward pass first caps each pool's use where the pool shrinks faster
     than (6) lets replicas leave (use_t <= use_{t+1} + allowed_{t+1} / 2, half the allowance
     kept for arrivals). None when a period
-    still cannot be fitted."""
+    still cannot be fitted.
+
+    ``sticky``: from the second period on, each candidate takes the integer of [floor, ceil] of
+    its LP value nearest to its previous period's (an LP move within the same unit interval then
+    costs no integer move, and an LP growth is rounded up when the previous level is above the
+    floor), then the pool is brought back within its inventory and reach (rounded-up replicas
+    dropped first) before the moves are fitted."""
     cand, inv = tables.candidates, tables.inventory
     upper = replica_upper(tables)
     x = np.maximum(np.minimum(np.floor(replicas + 1e-6), upper), 0).astype(np.int64)
     spr = cand.systems_per_replica
     allowed = 2.0 * limit * inv.systems_available + 1e-9
     pools = [np.flatnonzero(cand.pool == p) for p in range(len(inv.pool_ids))]
-    reach = inv.systems_available.astype(float).copy()
+    avail = inv.systems_available.astype(float)
+    reach = avail.copy()
     for t in range(tables.periods - 2, -1, -1):
         reach[:, t] = np.minimum(reach[:, t], reach[:, t + 1] + allowed[:, t + 1] / 2.0)
     for p, cs in enumerate(pools):
@@ -185,14 +192,18 @@ def round_within_reconfiguration(
                 while used > reach[p, t] and x[cs[i], t] > 0:
                     x[cs[i], t] -= 1
                     used -= int(spr[cs[i]])
+    frac = np.maximum(np.minimum(replicas, upper), 0.0)
     for t in range(1, tables.periods):
         for p, cs in enumerate(pools):
             if cs.size == 0:
                 continue
             prev = x[cs, t - 1]
             y = x[cs, t].copy()
+            if sticky:
+                y = _sticky(frac[cs, t], prev, y, spr[cs], min(reach[p, t], avail[p, t]))
             moved = int((spr[cs] * np.abs(y - prev)).sum())
             if moved <= allowed[p, t]:
+                x[cs, t] = y
                 continue
             for i in np.argsort(-(y - prev)):  # undo increases: always within inventory
                 while moved > allowed[p, t] and y[i] > prev[i]:
@@ -213,3 +224,20 @@ def round_within_reconfiguration(
                 return None
             x[cs, t] = y
     return x
+
+
+def _sticky(
+    target: FloatArray, prev: IntArray, floor: IntArray, spr: IntArray, cap: float
+) -> IntArray:
+    """The integer of [floor, ceil] of ``target`` nearest to ``prev``, per candidate of one pool
+    and period; then rounded-up replicas are dropped (smallest LP fraction first) while the
+    pool's use exceeds ``cap``."""
+    ceil = np.maximum(np.ceil(target - 1e-6), floor).astype(np.int64)
+    y = np.minimum(np.maximum(prev, floor), ceil)
+    used = int((spr * y).sum())
+    if used > cap:
+        for i in np.argsort(target - floor):
+            while used > cap and y[i] > floor[i]:
+                y[i] -= 1
+                used -= int(spr[i])
+    return y

@@ -192,16 +192,25 @@ def test_binding_demand_carries_price_minus_marginal_cost() -> None:
     assert demand == {"family=fam,tier=standard,period=0": pytest.approx(0.9)}
 
 
-def test_rounding_within_reconfiguration_keeps_the_limit() -> None:
+@pytest.mark.parametrize("sticky", [False, True])
+def test_rounding_within_reconfiguration_keeps_the_limit(sticky: bool) -> None:
     rng = np.random.default_rng(0)
+    fitted = 0
     for seed in range(20):
         tables = tiny_tables(seed)
         upper = tables.candidates.max_replicas[:, None] * np.ones(tables.periods)
         frac = rng.uniform(0, 1, upper.shape) * upper
-        x = round_within_reconfiguration(tables, frac, 0.2)
+        x = round_within_reconfiguration(tables, frac, 0.2, sticky=sticky)
         if x is not None:
+            fitted += 1
             assert reconfiguration_ok(tables, x, 0.2)
             assert (x <= replica_upper(tables)).all()
+            used = np.zeros(tables.inventory.systems_available.shape, dtype=np.int64)
+            np.add.at(
+                used, tables.candidates.pool, tables.candidates.systems_per_replica[:, None] * x
+            )
+            assert (used <= tables.inventory.systems_available).all()
+    assert fitted > 0
 
 
 def test_columns_are_named_by_domain_key() -> None:
