@@ -197,7 +197,7 @@ def held_out_check(
     err = errors(arrays, runs, catalog)
     rows = err.rows[~err.duplicate]
     held = held_out_series(runs, rows)
-    factors = fit(arrays, _subset(runs, rows[~held]), catalog, ttft_weight=ttft_weight)
+    factors = fit(arrays, runs.take(rows[~held]), catalog, ttft_weight=ttft_weight)
     refit = errors(with_factors(arrays, HOPPER, list(factors.values())), runs, catalog)
     fitted = ~refit.duplicate
     side = np.zeros(len(refit.rows), dtype=bool)
@@ -207,21 +207,6 @@ def held_out_check(
     for p in sorted(set(precision[side].tolist())):
         out.append(_summary(f"held-out {p}", refit, side & (precision == p)))
     return factors, out
-
-
-def _subset(runs: MeasuredRuns, rows: np.ndarray) -> MeasuredRuns:
-    def pick(values: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(np.asarray(values)[rows].tolist())
-
-    return MeasuredRuns(
-        configs=runs.configs.take(rows),
-        model_ids=pick(runs.model_ids),
-        system_ids=pick(runs.system_ids),
-        backend=pick(runs.backend),
-        tpot_s=runs.tpot_s[rows],
-        ttft_s=runs.ttft_s[rows],
-        tokens_per_s_per_gpu=runs.tokens_per_s_per_gpu[rows],
-    )
 
 
 def summarize(err: Errors, runs: MeasuredRuns, catalog: Catalog) -> list[ErrorSummary]:

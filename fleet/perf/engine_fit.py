@@ -180,21 +180,6 @@ def fit_all(
     return fitted, table
 
 
-def _subset(runs: MeasuredRuns, rows: np.ndarray) -> MeasuredRuns:
-    def pick(values: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(np.asarray(values)[rows].tolist())
-
-    return MeasuredRuns(
-        configs=runs.configs.take(rows),
-        model_ids=pick(runs.model_ids),
-        system_ids=pick(runs.system_ids),
-        backend=pick(runs.backend),
-        tpot_s=runs.tpot_s[rows],
-        ttft_s=runs.ttft_s[rows],
-        tokens_per_s_per_gpu=runs.tokens_per_s_per_gpu[rows],
-    )
-
-
 def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[EngineErrors]:
     """Per model: the pooled factors re-fitted without it, each engine's multipliers fitted on
     top without it, both scored on its rows (``side`` = the model): do the engine multipliers
@@ -203,7 +188,7 @@ def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[Engin
     models = np.asarray(runs.model_ids)[s.rows]
     out: list[EngineErrors] = []
     for m in sorted(set(models.tolist())):
-        pooled = fit(arrays, _subset(runs, s.rows[models != m]), load_catalog())
+        pooled = fit(arrays, runs.take(s.rows[models != m]), load_catalog())
         base = with_factors(arrays, HOPPER, list(pooled.values()))
         for e in ENGINES:
             test, train = (s.engine == e) & (models == m), (s.engine == e) & (models != m)

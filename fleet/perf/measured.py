@@ -57,6 +57,22 @@ class MeasuredRuns:
     def __len__(self) -> int:
         return len(self.configs)
 
+    def take(self, rows: np.ndarray) -> MeasuredRuns:
+        """The runs at ``rows`` (indices), every column alike."""
+
+        def pick(values: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(np.asarray(values)[rows].tolist())
+
+        return MeasuredRuns(
+            configs=self.configs.take(rows),
+            model_ids=pick(self.model_ids),
+            system_ids=pick(self.system_ids),
+            backend=pick(self.backend),
+            tpot_s=self.tpot_s[rows],
+            ttft_s=self.ttft_s[rows],
+            tokens_per_s_per_gpu=self.tokens_per_s_per_gpu[rows],
+        )
+
 
 def reference_csv(repo_root: Path) -> Path:
     """Where the measurements live: ``<repo>/../shared/reference/measured_calibration.csv``."""
