@@ -145,11 +145,15 @@ class _Hierarchical:
 
 
 class StageComm:
-    """``stage_comm_s`` for one set of layouts, evaluated at any number of tokens per step.
+    """Communication of one stage step for one set of layouts: ``StageComm(...)(tokens)`` is the
+    time of a step carrying ``tokens`` tokens (all dp ranks together).
 
-    Everything that does not depend on the tokens (group sizes, latency terms, per-byte link
-    times) is computed once, so the model's decode, mixed and prefill steps share it; each call
-    gives exactly ``stage_comm_s`` (the same operations in the same order).
+    ``dense_layers`` and ``moe_layers`` are the stage's layers of each kind (may be fractional);
+    ``domain`` is the scale-up domain in devices. Attention output: an all-reduce within each tp
+    group over that rank's share of the tokens; dense FFN (and MoE without ep): over all tp x dp
+    devices of the stage; MoE with ep > 1: dispatch + combine all-to-all, then a reduce inside
+    each expert group. Everything that does not depend on the tokens (group sizes, latency terms,
+    per-byte link times) is computed once, so the model's decode, mixed and prefill steps share it.
     """
 
     __slots__ = (
@@ -211,33 +215,6 @@ class StageComm:
         moe_ep = a2a + self._group(routed / self.ep)
         moe = np.where(self.has_ep, moe_ep, ffn_dense)
         return attention + self.dense_layers * ffn_dense + self.moe_layers * moe
-
-
-def stage_comm_s(
-    *,
-    tokens: FloatArray,
-    tp: FloatArray,
-    dp: FloatArray,
-    ep: FloatArray,
-    hidden_size: FloatArray,
-    experts_per_token: FloatArray,
-    dense_layers: FloatArray,
-    moe_layers: FloatArray,
-    domain: FloatArray,
-    link: Links,
-) -> FloatArray:
-    """Communication of one stage step carrying ``tokens`` tokens (all dp ranks together).
-
-    ``dense_layers`` and ``moe_layers`` are the stage's layers of each kind (may be fractional);
-    ``domain`` is the scale-up domain in devices. Attention output: an all-reduce within each tp
-    group over that rank's share of the tokens; dense FFN (and MoE without ep): over all tp x dp
-    devices of the stage; MoE with ep > 1: dispatch + combine all-to-all, then a reduce inside
-    each expert group. ``StageComm`` evaluates the same at several token counts.
-    """
-    return StageComm(
-        tp=tp, dp=dp, ep=ep, hidden_size=hidden_size, experts_per_token=experts_per_token,
-        dense_layers=dense_layers, moe_layers=moe_layers, domain=domain, link=link,
-    )(tokens)  # fmt: skip
 
 
 def pipeline_hop_s(

@@ -20,7 +20,7 @@ Per configuration (docs/performance-model.md has the derivations):
                (BF16 for weight-only formats such as FP4 on Hopper) x f_flops; attention in BF16,
                decode attention at the BF16 f_flops, prefill (flash) attention at its own
                measured fraction of the BF16 peak (``prefill_attention_flops_fraction``);
-   comm s    = ``fleet.perf.comm.stage_comm_s``.
+   comm s    = ``fleet.perf.comm.StageComm``.
    Stage time = roof(compute, memory) + comm, roof = a smooth max (``_roof``).
 3. Decode step of the replica (``step_s``): pp stage times (a stream's token passes every stage;
    the pp micro-batches keep every stage busy, so pp adds stages, not speed) + pp hops when pp > 1

@@ -8,7 +8,7 @@ import numpy as np
 from fleet.catalog import BYTES_PER_ELEMENT, Catalog
 from fleet.catalog.params import param_breakdown
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.comm import Links, pipeline_hop_s, stage_comm_s
+from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.configs import INT4, make_configs
 from fleet.perf.model import PREFILL_CHUNK_TOKENS, estimate
 from fleet.perf.types import Problem
@@ -145,7 +145,7 @@ def test_stage_communication_is_affine_in_tokens() -> None:
         ),
     }
     a, b, c = (rng.uniform(1, 2e4, n) for _ in range(3))
-    comm = [stage_comm_s(tokens=t, **layout) for t in (a, b, c)]
+    comm = [StageComm(**layout)(t) for t in (a, b, c)]
     np.testing.assert_allclose((comm[1] - comm[0]) / (b - a), (comm[2] - comm[0]) / (c - a))
     hop = {"hidden_size": layout["hidden_size"], "link_bytes_per_s": layout["link"].up_bytes_per_s}
     hops = [pipeline_hop_s(tokens=t, latency_s=1e-6, **hop) for t in (a, b, c)]
