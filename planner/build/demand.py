@@ -168,7 +168,9 @@ def build_demand(
     flagship_quality_of: list[float] = []  # at a lossless precision
     for f, fam in enumerate(s.families):
         classes = precision_classes(s, demand_of[fam.id].choice.quality_weight > 0)
-        entries = [(fam.flagship, fam.flagship_quality, None)]
+        entries: list[tuple[str, float | None, float | None]] = [
+            (fam.flagship, fam.flagship_quality, None)
+        ]
         entries += [(v.model, v.quality, v.min_tokens_per_s_per_user) for v in fam.variants]
         for model, quality, promise in entries:
             base = model_quality[model] if quality is None else quality
@@ -278,7 +280,7 @@ def build_demand(
         ).reshape(n_combos, len(sold_tiers))
         offer_of = np.full((n_combos, n_tiers), -1, dtype=np.int64)
         shift = np.zeros((n_combos, n_tiers))
-        for j, k in enumerate(sold_tiers):
+        for j, k in enumerate(sold_tiers.tolist()):
             offer_of[:, k] = np.asarray(per_tier_offers[j])[index_grid[:, j]]
             shift[:, k] = np.asarray(per_tier_utility[j])[index_grid[:, j]]
         shares_rows.append(logit_shares(alpha, shift))

@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from fleet.catalog.load import Catalog
+from fleet.catalog.schema import Precision
 from fleet.errors import InputError
 from fleet.perf.disagg import unit_bound
 from fleet.perf.grid import grid_size, model_spec, search_options
@@ -74,7 +75,7 @@ def workload(s: Scenario, catalog: Catalog) -> Workload:
     return Workload(frozenset(keys), configurations, checks)
 
 
-def units_of(catalog: Catalog, system: str, precisions: tuple[str, ...]) -> int:
+def units_of(catalog: Catalog, system: str, precisions: tuple[Precision, ...]) -> int:
     """Most disaggregated units a grid of ``system`` adds (``fleet.perf.disagg.unit_bound``
     over the searched precisions the system runs): a bound, known before anything is
     evaluated."""

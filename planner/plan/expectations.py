@@ -116,9 +116,9 @@ def evaluate_scenario(plan: Plan, scenario: Scenario) -> list[Outcome]:
 
 def _evaluate_one(plan: Plan, index: int, e: Expectation) -> Outcome:
     if e.metric == "status":
-        value = str(plan.status.value)
-        ok = value == e.equals
-        return Outcome(index, e, value, ok, "" if ok else f"plan is {value}: {plan.message}")
+        status = str(plan.status.value)
+        ok = status == e.equals
+        return Outcome(index, e, status, ok, "" if ok else f"plan is {status}: {plan.message}")
     if e.metric == "reason":
         return _reason(plan, index, e)
     if not plan.status.has_plan:

@@ -143,19 +143,19 @@ class _Repair:
         n_q = int(queue.max()) + 1
         weight = units * cand.tokens_per_s_per_replica[members, p]
         per_erlang = det.request_s[members] / det.output_tokens[members]
-        w = np.bincount(queue, weight, n_q)
-        e = np.bincount(queue, weight * per_erlang, n_q)
-        r = np.bincount(queue, weight / det.output_tokens[members], n_q)
-        n = np.bincount(queue, units * self.slots_per_unit[members], n_q)
+        w = _by_queue(queue, weight, n_q)
+        e = _by_queue(queue, weight * per_erlang, n_q)
+        r = _by_queue(queue, weight / det.output_tokens[members], n_q)
+        n = _by_queue(queue, units * self.slots_per_unit[members], n_q)
         slack = np.full(n_q, np.inf)
         np.minimum.at(slack, queue, np.where(units > 0, self.slack[members], np.inf))
         q = np.zeros(n_q)
         q[queue] = det.ttft_quantile[members]
-        top = np.bincount(queue, units * np.where(np.isfinite(self.ceiling[members]), 0, 1), n_q)
+        top = _by_queue(queue, units * np.where(np.isfinite(self.ceiling[members]), 0, 1), n_q)
         ceiling = np.where(
             top > 0,
             np.inf,
-            np.bincount(queue, units * np.nan_to_num(self.ceiling[members], posinf=0.0), n_q),
+            _by_queue(queue, units * np.nan_to_num(self.ceiling[members], posinf=0.0), n_q),
         )
         return w, e, r, n, slack, q, ceiling
 
@@ -328,3 +328,8 @@ def keep_ttft_promise(built: Built, result: SolveResult) -> SolveResult:
         penalty_usd=penalty,
         message=message,
     )
+
+
+def _by_queue(queue: IntArray, weights: np.ndarray, n_q: int) -> FloatArray:
+    """Sum of ``weights`` per queue index (0..n_q-1), as floats."""
+    return np.bincount(queue, weights, n_q).astype(np.float64, copy=False)

@@ -20,7 +20,7 @@ class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Base of every plan type."""
 
 
-class TierPrice(Frozen, kw_only=True):
+class TierPrice(Frozen, frozen=True, kw_only=True):
     """The price card chosen for one (family, tier): one per tier the family sells."""
 
     family: str
@@ -37,7 +37,7 @@ class TierPrice(Frozen, kw_only=True):
     """Fraction of the variant's quality lost at those precisions (0 = lossless class)."""
 
 
-class Assignment(Frozen, kw_only=True):
+class Assignment(Frozen, frozen=True, kw_only=True):
     """Replicas of one configuration serving one (family, tier) on one pool in one period."""
 
     period: int
@@ -89,7 +89,7 @@ def meets_ttft_slo(a: Assignment) -> bool:
     return 0.0 <= a.ttft_ms <= a.ttft_slo_ms
 
 
-class Flow(Frozen, kw_only=True):
+class Flow(Frozen, frozen=True, kw_only=True):
     """Demand and service of one (family, tier) in one period, at the chosen prices."""
 
     family: str
@@ -103,7 +103,7 @@ class Flow(Frozen, kw_only=True):
     """Revenue of the served tokens over the period."""
 
 
-class PoolUsage(Frozen, kw_only=True):
+class PoolUsage(Frozen, frozen=True, kw_only=True):
     pool: str
     period: int
     systems_available: int
@@ -113,7 +113,7 @@ class PoolUsage(Frozen, kw_only=True):
     cost_usd: float
 
 
-class Binding(Frozen, kw_only=True):
+class Binding(Frozen, frozen=True, kw_only=True):
     """A constraint that limits the objective (e.g. a pool's inventory in the peak hours)."""
 
     kind: str
@@ -125,7 +125,7 @@ class Binding(Frozen, kw_only=True):
     unit: str
 
 
-class Plan(Frozen, kw_only=True):
+class Plan(Frozen, frozen=True, kw_only=True):
     scenario: str
     status: SolveStatus
     message: str

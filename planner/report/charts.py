@@ -80,7 +80,7 @@ def utilization_heatmap(
 ) -> Path:
     """``usage``: one row per (pool, period) with systems_available and systems_used."""
     pools = usage.get_column("pool").unique(maintain_order=True).to_list()
-    periods = int(usage.get_column("period").max()) + 1
+    periods = int(usage.select(pl.col("period").max()).item()) + 1
     grid = np.full((len(pools), periods), np.nan)
     row_of = {p: i for i, p in enumerate(pools)}
     for pool, period, available, used in usage.select(
@@ -147,14 +147,11 @@ def tiers_over_time(demand: pl.DataFrame, tiers: list[str], scenario: str, path:
         )
         .sort("period")
     )
-    periods = int(demand.get_column("period").max()) + 1
+    periods = int(demand.select(pl.col("period").max()).item()) + 1
+    span = pl.col("period_start").max() - pl.col("period_start").min()
     hours = (
         float(
-            (
-                demand.get_column("period_start").max() - demand.get_column("period_start").min()
-            ).total_seconds()
-            / SECONDS_PER_HOUR
-            / max(periods - 1, 1)
+            demand.select(span.dt.total_seconds()).item() / SECONDS_PER_HOUR / max(periods - 1, 1)
         )
         if periods > 1
         else 1.0

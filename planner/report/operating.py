@@ -138,8 +138,8 @@ def operating_curves(
                 continue
             if a.disaggregated:  # a unit, not an aggregated replica of this curve
                 continue
-            key = (a.tp, a.pp, a.dp, a.ep, a.precision, a.batch_cap, a.spec_draft_tokens)
-            chosen[(a.tier, key)] = chosen.get((a.tier, key), 0.0) + a.served_tokens_per_s
+            layout = (a.tp, a.pp, a.dp, a.ep, a.precision, a.batch_cap, a.spec_draft_tokens)
+            chosen[(a.tier, layout)] = chosen.get((a.tier, layout), 0.0) + a.served_tokens_per_s
         total = sum(chosen.values()) or 1.0
         points = tuple(
             Point(

@@ -91,7 +91,7 @@ class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Base of every scenario type: immutable, unknown fields rejected."""
 
 
-class ScenarioMeta(Frozen, kw_only=True):
+class ScenarioMeta(Frozen, frozen=True, kw_only=True):
     name: Name
     description: str = ""
     start_date: date | None = None
@@ -99,14 +99,14 @@ class ScenarioMeta(Frozen, kw_only=True):
     reports use it, to date their weeks; default ``planner.report.frames.DEFAULT_START``."""
 
 
-class Speculative(Frozen, kw_only=True):
+class Speculative(Frozen, frozen=True, kw_only=True):
     """A speculative-decoding option: draft length k (0 = off) and per-token acceptance."""
 
     draft_tokens: Annotated[int, Meta(ge=0, le=16)]
     acceptance: Annotated[float, Meta(ge=0, lt=1)] = 0.0
 
 
-class QualityLoss(Frozen, kw_only=True):
+class QualityLoss(Frozen, frozen=True, kw_only=True):
     """Fraction of a variant's quality lost when it is served at a weight precision.
 
     Defaults from published accuracy-recovery studies: FP8 weights and activations are lossless
@@ -126,7 +126,7 @@ class QualityLoss(Frozen, kw_only=True):
         return float(getattr(self, precision))
 
 
-class Search(Frozen, kw_only=True):
+class Search(Frozen, frozen=True, kw_only=True):
     """The configurations the planner may choose from, per (model, system): every valid layout
     crossed with these precisions, batch caps and speculative options. Repeats are evaluated
     once; the lists are bounded, and so is their product with the layouts
@@ -168,7 +168,7 @@ class Search(Frozen, kw_only=True):
     and prune (docs/scenario.md has the measured cost)."""
 
 
-class Options(Frozen, kw_only=True):
+class Options(Frozen, frozen=True, kw_only=True):
     time_limit_s: Annotated[float, Meta(gt=0, le=MAX_TIME_LIMIT_S)] = 60.0
     gap_target: Annotated[float, Meta(ge=0, le=1)] = 1e-3
     """Relative gap (bound - plan) / bound at which the solver stops."""
@@ -184,7 +184,7 @@ class Options(Frozen, kw_only=True):
     search: Search = Search()
 
 
-class Outage(Frozen, kw_only=True):
+class Outage(Frozen, frozen=True, kw_only=True):
     """Hours [start_hour, end_hour) during which only ``fraction_available`` of a pool runs."""
 
     start_hour: Hour
@@ -192,7 +192,7 @@ class Outage(Frozen, kw_only=True):
     fraction_available: UnitFraction = 0.0
 
 
-class Pool(Frozen, kw_only=True):
+class Pool(Frozen, frozen=True, kw_only=True):
     id: Id
     region: Name
     system: Id
@@ -211,7 +211,7 @@ class Pool(Frozen, kw_only=True):
 Routing = Literal["region", "global"]
 
 
-class Fleet(Frozen, kw_only=True):
+class Fleet(Frozen, frozen=True, kw_only=True):
     pools: Annotated[tuple[Pool, ...], Meta(min_length=1, max_length=MAX_POOLS)]
     routing: Routing = "region"
     """How a tier's requests reach replicas: "region" = a router per region and (family, tier)
@@ -220,7 +220,7 @@ class Fleet(Frozen, kw_only=True):
     (planner.plan.promise)."""
 
 
-class Variant(Frozen, kw_only=True):
+class Variant(Frozen, frozen=True, kw_only=True):
     """A model that may serve a family's tiers besides its flagship (e.g. a distilled model)."""
 
     model: Id
@@ -233,7 +233,7 @@ class Variant(Frozen, kw_only=True):
     credits the extra speed (docs/demand.md)."""
 
 
-class Family(Frozen, kw_only=True):
+class Family(Frozen, frozen=True, kw_only=True):
     """A product line sold under one name, priced from one base price card."""
 
     id: Id
@@ -246,7 +246,7 @@ class Family(Frozen, kw_only=True):
     usd_per_m_output_tokens: PositiveUsd
 
 
-class Tier(Frozen, kw_only=True):
+class Tier(Frozen, frozen=True, kw_only=True):
     """A service level: SLOs, a menu of price multipliers, and which variants may serve it."""
 
     id: Id
@@ -274,7 +274,7 @@ class Tier(Frozen, kw_only=True):
     """Cost of each demanded output token left unserved, beyond the lost revenue."""
 
 
-class CompactDemand(Frozen, kw_only=True):
+class CompactDemand(Frozen, frozen=True, kw_only=True):
     """requests/s in hour h of day d of week w = level x daily_profile[h] x weekly_profile[d]."""
 
     level_requests_per_s: RequestsPerS
@@ -285,7 +285,7 @@ class CompactDemand(Frozen, kw_only=True):
     weeks: Annotated[int, Meta(gt=0, le=MAX_HOURS // HOURS_PER_WEEK)] = 1
 
 
-class ChoiceModel(Frozen, kw_only=True):
+class ChoiceModel(Frozen, frozen=True, kw_only=True):
     """Multinomial-logit choice among a family's tiers and the outside option (docs/demand.md)."""
 
     reference_shares: Annotated[dict[str, UnitFraction], Meta(max_length=32)]
@@ -299,7 +299,7 @@ class ChoiceModel(Frozen, kw_only=True):
     """beta_quality: utility per quality point of the serving variant relative to the flagship."""
 
 
-class FamilyDemand(Frozen, kw_only=True):
+class FamilyDemand(Frozen, frozen=True, kw_only=True):
     family: Id
     requests_per_s: HourlyRates | None = None
     """Explicit hourly requests/s over the horizon, all tiers together, at reference prices."""
@@ -336,7 +336,7 @@ Metric = Literal[
 ]
 
 
-class Expectation(Frozen, kw_only=True):
+class Expectation(Frozen, frozen=True, kw_only=True):
     """One claim about the plan, checked by ``farebox check``.
 
     Selectors narrow the metric (``family``, ``tier``, ``pool``, ``variant``); which ones each
@@ -358,7 +358,7 @@ class Expectation(Frozen, kw_only=True):
     """Why the expectation holds, for the reader of a failing check."""
 
 
-class Scenario(Frozen, kw_only=True):
+class Scenario(Frozen, frozen=True, kw_only=True):
     meta: ScenarioMeta
     options: Options = Options()
     fleet: Fleet

@@ -125,6 +125,9 @@ def _range(alt: str, where: str) -> tuple[float | int, float | int, float | int]
     if m is None:
         return None
     lo, hi, step_text = m.group("lo"), m.group("hi"), m.group("step")
+    a: float
+    b: float
+    step: float
     if not (_NUM.match(lo.strip()) and _NUM.match(hi.strip())):
         raise InputError(f"{where}: range {alt.strip()!r} needs numbers at both ends (a..b)")
     if step_text is None:
@@ -135,8 +138,10 @@ def _range(alt: str, where: str) -> tuple[float | int, float | int, float | int]
         if not _NUM.match(step_text.strip()):
             raise InputError(f"{where}: range step {step_text!r} is not a number")
         all_int = all(_INT.match(x.strip()) for x in (lo, hi, step_text))
-        conv = int if all_int else float
-        a, b, step = conv(lo), conv(hi), conv(step_text)
+        if all_int:
+            a, b, step = int(lo), int(hi), int(step_text)
+        else:
+            a, b, step = float(lo), float(hi), float(step_text)
         if not step > 0:
             raise InputError(f"{where}: range step must be > 0")
     if b < a:
