@@ -152,7 +152,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
             "compute": Provide(lambda: compute, use_cache=True, sync_to_thread=False),
             "views": Provide(lambda: views, use_cache=True, sync_to_thread=False),
         },
-        exception_handlers=dict(EXCEPTION_HANDLERS),
+        exception_handlers=EXCEPTION_HANDLERS,
         guards=[guard],
         request_max_body_size=settings.max_body_bytes,
         request_class=FareboxRequest,

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from litestar import Request, Response
@@ -49,6 +49,7 @@ from litestar.status_codes import (
     HTTP_500_INTERNAL_SERVER_ERROR,
     HTTP_503_SERVICE_UNAVAILABLE,
 )
+from litestar.types import ExceptionHandlersMap
 from msgspec import Struct
 
 from api.store_errors import StoreError, store_error
@@ -205,7 +206,7 @@ def _on_bug(request: Request[Any, Any, Any], err: Exception) -> Response[ErrorBo
     )
 
 
-EXCEPTION_HANDLERS: Mapping[type[Exception], Callable[..., Response[ErrorBody]]] = {
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     InputError: _on_input_error,
     BadBody: _on_bad_body,
     NotFound: _on_not_found,

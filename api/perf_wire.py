@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from msgspec import Meta, Struct
@@ -23,7 +23,7 @@ from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
 from fleet.perf.cost import usd_per_hour_per_replica, usd_per_m_output_tokens
-from fleet.perf.disagg import unit_bound
+from fleet.perf.disagg import units_bound
 from fleet.perf.engines import engine_note
 from fleet.perf.explain import describe_problem
 from fleet.perf.frontier import DEFAULT_BATCHES, supported_precisions
@@ -41,10 +41,10 @@ speculation) is ~38,000: qwen3-30b-a3b on the groqrack, 857 layouts."""
 
 
 class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    pass
+    """Base of the request types: immutable, unknown fields rejected."""
 
 
-class ConfigSpec(Frozen):
+class ConfigSpec(Frozen, frozen=True):
     """One serving configuration; give ``system`` or ``accelerator`` (its default system)."""
 
     model: Id
@@ -77,17 +77,17 @@ ENGINE_DOC = (
 EngineId = Annotated[Id, Meta(description=ENGINE_DOC)]
 
 
-class EstimateRequest(Frozen):
+class EstimateRequest(Frozen, frozen=True):
     configs: Annotated[tuple[ConfigSpec, ...], Meta(min_length=1, max_length=MAX_ROWS)]
     engine: EngineId = "any"
 
 
-class SpecOption(Frozen):
+class SpecOption(Frozen, frozen=True):
     draft_tokens: Annotated[int, Meta(ge=0, le=16)]
     acceptance: Annotated[float, Meta(ge=0, lt=1)]
 
 
-class FrontierRequest(Frozen):
+class FrontierRequest(Frozen, frozen=True):
     model: Id
     system: Id | None = None
     accelerator: Id | None = None
@@ -106,7 +106,7 @@ class FrontierRequest(Frozen):
     replica's, ``layouts`` says the whole unit."""
 
 
-class EstimateRow(Frozen):
+class EstimateRow(Frozen, frozen=True):
     """A configuration and what the performance model says it does."""
 
     model: str
@@ -151,14 +151,14 @@ class EstimateRow(Frozen):
     """USD per million output tokens of the replica busy at full batch, at that price."""
 
 
-class EstimateResponse(Frozen):
+class EstimateResponse(Frozen, frozen=True):
     rows: tuple[EstimateRow, ...]
     engine: str = "any"
     engine_notes: tuple[str, ...] = ()
     """Accelerators of the rows where the engine's multipliers are not (all) measured."""
 
 
-class FrontierResponse(Frozen):
+class FrontierResponse(Frozen, frozen=True):
     model: str
     system: str
     rows: tuple[EstimateRow, ...]
@@ -198,8 +198,7 @@ def check_frontier_size(catalog: Catalog, data: FrontierRequest, system: str) ->
         catalog, data.model, system, batches=data.batches, precisions=precisions, spec=spec
     )
     if data.disaggregated:  # the most units the grid can form, also counted before any work
-        acc = catalog.accelerator(catalog.system(system).accelerator)
-        n += unit_bound(sum(1 for p in set(precisions) if acc.runs(p)))
+        n += units_bound(catalog, system, precisions)
     if n <= MAX_FRONTIER_CONFIGS:
         return
     precs, batches, options = search_options(precisions, data.batches, spec)
@@ -245,7 +244,7 @@ def to_configs(catalog: Catalog, specs: tuple[ConfigSpec, ...]) -> Configs:
         check_model(catalog, spec.model, where)
         systems.append(resolve_system(catalog, spec.system, spec.accelerator, where))
 
-    def column(name: str) -> list[object]:
+    def column(name: str) -> list[Any]:
         return [getattr(spec, name) for spec in specs]
 
     configs = make_configs(
@@ -270,8 +269,8 @@ def to_configs(catalog: Catalog, specs: tuple[ConfigSpec, ...]) -> Configs:
     given = np.array([spec.kv_precision is not None for spec in specs])
     if given.any():
         kv = configs.kv_precision.copy()
-        for i in np.flatnonzero(given):
-            kv[i] = PRECISIONS.index(specs[i].kv_precision)  # type: ignore[arg-type]
+        for i in np.flatnonzero(given).tolist():
+            kv[i] = PRECISIONS.index(specs[i].kv_precision)
         configs = dataclasses.replace(configs, kv_precision=kv)
     return configs
 

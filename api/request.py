@@ -19,7 +19,7 @@ from typing import Any
 
 from litestar import Request
 from litestar.exceptions import InternalServerException, SerializationException
-from litestar.types import Message
+from litestar.types import ReceiveMessage
 
 from api.errors import BadBody
 
@@ -39,7 +39,7 @@ class FareboxRequest(Request[Any, Any, Any]):
         receive = self.receive
         disconnected = False
 
-        async def watch() -> Message:
+        async def watch() -> ReceiveMessage:
             nonlocal disconnected
             message = await receive()
             disconnected = disconnected or message["type"] == "http.disconnect"

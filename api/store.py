@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from api.store_errors import StoreError, store_error
 
@@ -244,7 +245,8 @@ class Store:
         self, limit: int, before_seq: int | None = None, status: PlanStatus | None = None
     ) -> list[PlanRecord]:
         """Newest first; ``before_seq`` continues a previous page."""
-        where, args = ["1 = 1"], []
+        where: list[str] = ["1 = 1"]
+        args: list[object] = []
         if before_seq is not None:
             where.append("seq < ?")
             args.append(before_seq)
@@ -512,20 +514,21 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
-def _record(row: tuple[object, ...]) -> PlanRecord:
+def _record(row: tuple[Any, ...]) -> PlanRecord:
+    """A row of ``_COLUMNS`` (SQLite gives untyped values; the table's schema fixes them)."""
     plan = row[12] if len(row) > 12 else None
     return PlanRecord(
-        seq=row[0],  # type: ignore[arg-type]
-        id=row[1],  # type: ignore[arg-type]
-        name=row[2],  # type: ignore[arg-type]
+        seq=row[0],
+        id=row[1],
+        name=row[2],
         status=PlanStatus(row[3]),
-        created_at=row[4],  # type: ignore[arg-type]
-        started_at=row[5],  # type: ignore[arg-type]
-        finished_at=row[6],  # type: ignore[arg-type]
-        time_limit_s=row[7],  # type: ignore[arg-type]
-        attempts=row[8],  # type: ignore[arg-type]
+        created_at=row[4],
+        started_at=row[5],
+        finished_at=row[6],
+        time_limit_s=row[7],
+        attempts=row[8],
         failure_kind=FailureKind(row[9]) if row[9] else None,
-        reason=row[10],  # type: ignore[arg-type]
-        progress=row[11],  # type: ignore[arg-type]
-        plan=bytes(plan) if plan is not None else None,  # type: ignore[arg-type]
+        reason=row[10],
+        progress=row[11],
+        plan=bytes(plan) if plan is not None else None,
     )

@@ -10,6 +10,7 @@ Times on the wire are UTC datetimes (ISO 8601); durations carry their unit (``ti
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 from msgspec import Struct
@@ -95,7 +96,7 @@ def plan_info(record: PlanRecord) -> PlanInfo:
     return PlanInfo(**_info_fields(record))
 
 
-def _info_fields(record: PlanRecord) -> dict[str, object]:
+def _info_fields(record: PlanRecord) -> dict[str, Any]:
     progress = None
     if record.progress:
         try:

@@ -171,7 +171,7 @@ def _configs(catalog: Catalog, rows: list[Row]) -> Configs:
     given = [i for i, r in enumerate(rows) if r.kv_precision is not None]
     if given:
         kv = configs.kv_precision.copy()
-        kv[given] = [PRECISIONS.index(rows[i].kv_precision) for i in given]  # type: ignore[arg-type]
+        kv[given] = [PRECISIONS.index(rows[i].kv_precision) for i in given]
         configs = dataclasses.replace(configs, kv_precision=kv)
     return configs
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from planner.solve.solution import Progress
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "plan",
         help="solve a scenario: prices, replicas per pool and hour, revenue, cost, proven gap",

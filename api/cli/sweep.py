@@ -39,7 +39,7 @@ DEFAULT_MAX_POINTS = 256
 DEFAULT_MAX_EVALUATIONS = 1_000_000
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sweep",
         help="what-if grid over scenario fields, with Monte Carlo over demand error",

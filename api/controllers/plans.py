@@ -127,8 +127,8 @@ class PlanController(Controller):
             record = await plans.wait(record.id, wait)
             if record.status == PlanStatus.FAILED and record.failure_kind == FailureKind.INPUT:
                 error = input_error_body(InputError(record.reason or ""), plan_id=record.id)
-                return Response(  # type: ignore[return-value]
-                    error,
+                return Response(
+                    error,  # type: ignore[arg-type]
                     status_code=HTTP_422_UNPROCESSABLE_ENTITY,
                     headers=headers,
                 )

@@ -43,9 +43,10 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _round(values: np.ndarray | list[float], digits: int = 4) -> list[float]:
-    """Floats to ``digits`` significant digits: smaller pages, same picture."""
-    out = []
+def _round(values: np.ndarray | list[float], digits: int = 4) -> list[float | None]:
+    """Floats to ``digits`` significant digits (None, JSON null, where not finite): smaller
+    pages, same picture."""
+    out: list[float | None] = []
     for v in np.asarray(values, dtype=np.float64).tolist():
         out.append(float(f"{v:.{digits}g}") if np.isfinite(v) else None)
     return out

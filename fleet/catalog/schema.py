@@ -174,7 +174,7 @@ class Accelerator(Frozen, frozen=True, kw_only=True):
     def scale_up_bandwidth_bytes_per_s(self) -> float:
         return self.scale_up_bandwidth_gb_per_s * 1e9
 
-    def runs(self, precision: Precision) -> bool:
+    def runs(self, precision: str) -> bool:
         """True when weights in ``precision`` can be served (natively or weight-only)."""
         return precision in self.native_precisions or precision in self.weight_only_precisions
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from fleet.catalog import BYTES_PER_ELEMENT, PRECISIONS
+from fleet.catalog import BYTES_PER_ELEMENT, PRECISIONS, Catalog
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.frontier import pareto_mask
 from fleet.perf.memory import kv_tokens_held
@@ -117,6 +117,14 @@ def unit_bound(runnable_precisions: int) -> int:
     weight precisions (decode x prefill rows per precision x ratios)."""
     ratios = len(DECODE_REPLICAS) * len(PREFILL_COVER)
     return runnable_precisions * MAX_DECODE_ROWS * MAX_PREFILL_ROWS * ratios
+
+
+def units_bound(catalog: Catalog, system_id: str, precisions: Sequence[str]) -> int:
+    """Most disaggregated units a grid of ``system_id`` adds (``unit_bound``
+    over the searched precisions the system runs): a bound, known before anything is
+    evaluated."""
+    acc = catalog.accelerator(catalog.system(system_id).accelerator)
+    return unit_bound(sum(1 for p in set(precisions) if acc.runs(p)))
 
 
 def decode_rows(configs: Configs, est: Estimate) -> IntArray:

@@ -22,9 +22,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from fleet.catalog.load import Catalog
-from fleet.catalog.schema import Precision
 from fleet.errors import InputError
-from fleet.perf.disagg import unit_bound
+from fleet.perf.disagg import units_bound
 from fleet.perf.grid import grid_size, model_spec, search_options
 from planner.build.pipeline import GridKey, offers
 from planner.scenario.decode import check_engines
@@ -67,20 +66,12 @@ def workload(s: Scenario, catalog: Catalog) -> Workload:
                     spec=model_spec(catalog, model, spec),
                 )
                 if search.disaggregated:
-                    size[(model, system)] += units_of(catalog, system, search.precisions)
+                    size[(model, system)] += units_bound(catalog, system, search.precisions)
             for engine in engines:
                 keys.add((model, system, offer.isl, offer.cached, offer.osl, engine))
             checks += n_pools * size[(model, system)] * len(engines)
     configurations = sum(size[(key[0], key[1])] for key in keys)
     return Workload(frozenset(keys), configurations, checks)
-
-
-def units_of(catalog: Catalog, system: str, precisions: tuple[Precision, ...]) -> int:
-    """Most disaggregated units a grid of ``system`` adds (``fleet.perf.disagg.unit_bound``
-    over the searched precisions the system runs): a bound, known before anything is
-    evaluated."""
-    acc = catalog.accelerator(catalog.system(system).accelerator)
-    return unit_bound(sum(1 for p in set(precisions) if acc.runs(p)))
 
 
 def check_workload(

@@ -11,11 +11,11 @@ import pytest
 
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.disagg import unit_bound
+from fleet.perf.disagg import unit_bound, units_bound
 from planner.build.disagg import decode_slot_cap
 from planner.build.pipeline import build, build_inventory, screen
 from planner.build.queueing import erlang_c
-from planner.build.workload import units_of, workload
+from planner.build.workload import workload
 from planner.plan.schema import Plan, meets_ttft_slo
 from planner.run import plan_scenario
 from planner.scenario.decode import decode_scenario
@@ -159,7 +159,7 @@ def test_workload_counts_units_before_any_work(catalog, arrays) -> None:
     off = _scenario(False, isl=8192, osl=1024, floor=90.0, ttft_ms=3000.0)
     w_on, w_off = workload(on, catalog), workload(off, catalog)
     assert w_on.keys == w_off.keys
-    bound = units_of(catalog, "gb200-nvl72", on.options.search.precisions)
+    bound = units_bound(catalog, "gb200-nvl72", on.options.search.precisions)
     assert bound == unit_bound(1)
     assert w_on.configurations == w_off.configurations + len(w_on.keys) * bound
     pool_max = build_inventory(on, catalog).systems_available.max(axis=1)
