@@ -42,7 +42,8 @@ from anyio import CapacityLimiter
 
 from api import worker
 from api.settings import Settings
-from api.store import Claim, FailureKind, PlanRecord, PlanStatus, Store
+from api.store import Store
+from api.store_records import Claim, FailureKind, PlanRecord, PlanStatus
 
 log = logging.getLogger("farebox.jobs")
 T = TypeVar("T")

@@ -22,8 +22,9 @@ from api.compute import Compute
 from api.errors import NotFound, ParameterError, QueueFull
 from api.jobs import JobRunner
 from api.settings import Settings
-from api.store import KeyedPlan, PlanRecord, PlanStatus, Store
+from api.store import Store
 from api.store_errors import store_error
+from api.store_records import KeyedPlan, PlanRecord, PlanStatus
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays

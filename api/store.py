@@ -31,116 +31,20 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from api.store_errors import StoreError, store_error
-
-
-class PlanStatus(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-FINISHED = (PlanStatus.DONE, PlanStatus.FAILED, PlanStatus.CANCELLED)
-
-SEQ_MAX = 2**63 - 1
-"""Largest ``seq`` (SQLite's INTEGER is a signed 64-bit number): the bound of a page cursor."""
-
-
-class FailureKind(StrEnum):
-    INPUT = "input"
-    """The scenario cannot be planned as asked (the reason names the field)."""
-    TIMEOUT = "timeout"
-    """The solve ran past its time limit plus the grace and was killed."""
-    CRASH = "crash"
-    """The worker process died, or the plan was interrupted too often by server restarts."""
-    ERROR = "error"
-    """A bug in farebox: the reason carries the exception."""
-
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS plans (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    name TEXT NOT NULL,
-    status TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    time_limit_s REAL NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    failure_kind TEXT,
-    reason TEXT,
-    progress TEXT,
-    lease_owner TEXT,
-    lease_expires_at REAL,
-    request BLOB NOT NULL,
-    plan BLOB
-);
-CREATE INDEX IF NOT EXISTS plans_status ON plans (status, seq);
-CREATE TABLE IF NOT EXISTS health (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    checked_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS reports (
-    plan_id TEXT NOT NULL REFERENCES plans (id) ON DELETE CASCADE,
-    name TEXT NOT NULL,
-    parquet BLOB NOT NULL,
-    PRIMARY KEY (plan_id, name)
-);
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    key TEXT PRIMARY KEY,
-    fingerprint TEXT NOT NULL,
-    plan_id TEXT NOT NULL REFERENCES plans (id) ON DELETE CASCADE,
-    created_at REAL NOT NULL
-);
-"""
-
-_COLUMNS = (
-    "seq, id, name, status, created_at, started_at, finished_at, time_limit_s, attempts, "
-    "failure_kind, reason, progress"
+from api.store_records import (
+    COLUMNS,
+    FINISHED,
+    SCHEMA,
+    Claim,
+    FailureKind,
+    KeyedPlan,
+    PlanRecord,
+    PlanStatus,
+    record_of_row,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class PlanRecord:
-    seq: int
-    id: str
-    name: str
-    status: PlanStatus
-    created_at: float
-    started_at: float | None
-    finished_at: float | None
-    time_limit_s: float
-    attempts: int
-    failure_kind: FailureKind | None
-    reason: str | None
-    progress: str | None
-    """Latest solver progress line (JSON text), while running."""
-    plan: bytes | None = None
-    """The Plan as JSON, when done and asked for."""
-
-
-@dataclass(frozen=True, slots=True)
-class KeyedPlan:
-    """The plan an ``Idempotency-Key`` created, and the fingerprint of the request that did."""
-
-    plan_id: str
-    fingerprint: str
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    id: str
-    request: bytes
-    time_limit_s: float
-    attempts: int
 
 
 class Store:
@@ -160,7 +64,7 @@ class Store:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(self.path, "unwritable", f"SQLite refused WAL mode ({mode!r})")
-            conn.executescript(_SCHEMA)
+            conn.executescript(SCHEMA)
         except (sqlite3.Error, OSError) as err:
             self.close()
             raise store_error(self.path, err) from None
@@ -223,11 +127,11 @@ class Store:
             raise
 
     def get(self, plan_id: str, *, with_plan: bool = False) -> PlanRecord | None:
-        columns = _COLUMNS + (", plan" if with_plan else "")
+        columns = COLUMNS + (", plan" if with_plan else "")
         row = (
             self._conn().execute(f"SELECT {columns} FROM plans WHERE id = ?", (plan_id,)).fetchone()
         )
-        return _record(row) if row else None
+        return record_of_row(row) if row else None
 
     def get_with_reports(self, plan_id: str) -> tuple[PlanRecord, tuple[str, ...]] | None:
         """The plan (with its JSON when done) and its report table names: one read."""
@@ -254,10 +158,10 @@ class Store:
             where.append("status = ?")
             args.append(str(status))
         rows = self._conn().execute(
-            f"SELECT {_COLUMNS} FROM plans WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
+            f"SELECT {COLUMNS} FROM plans WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
             (*args, limit),
         )
-        return [_record(row) for row in rows]
+        return [record_of_row(row) for row in rows]
 
     def counts(self) -> dict[PlanStatus, int]:
         out = dict.fromkeys(PlanStatus, 0)
@@ -512,23 +416,3 @@ def _rollback(conn: sqlite3.Connection) -> None:
     some READONLY errors it has, and a second ROLLBACK would hide the real error)."""
     if conn.in_transaction:
         conn.execute("ROLLBACK")
-
-
-def _record(row: tuple[Any, ...]) -> PlanRecord:
-    """A row of ``_COLUMNS`` (SQLite gives untyped values; the table's schema fixes them)."""
-    plan = row[12] if len(row) > 12 else None
-    return PlanRecord(
-        seq=row[0],
-        id=row[1],
-        name=row[2],
-        status=PlanStatus(row[3]),
-        created_at=row[4],
-        started_at=row[5],
-        finished_at=row[6],
-        time_limit_s=row[7],
-        attempts=row[8],
-        failure_kind=FailureKind(row[9]) if row[9] else None,
-        reason=row[10],
-        progress=row[11],
-        plan=bytes(plan) if plan is not None else None,
-    )

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
-from api.store import FailureKind, PlanRecord, PlanStatus
+from api.store_records import FailureKind, PlanRecord, PlanStatus
 from planner.plan.schema import Plan
 
 

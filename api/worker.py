@@ -33,7 +33,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from api.store import FailureKind
+from api.store_records import FailureKind
 from fleet.catalog.load import load_catalog
 from fleet.errors import InputError
 from planner.plan.schema import Plan

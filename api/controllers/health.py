@@ -12,8 +12,8 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_200_OK, HTTP_503_SERVICE_UNAVAILABLE
 
 from api.services import PlanService
-from api.store import PlanStatus
 from api.store_errors import StoreError
+from api.store_records import PlanStatus
 from api.wire import Health
 
 log = logging.getLogger("farebox.api")

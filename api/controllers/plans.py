@@ -35,7 +35,7 @@ from litestar.status_codes import (
 
 from api.errors import ErrorBody, NotFound, input_error_body
 from api.services import TOML, PlanService, check_idempotency_key, scenario_format
-from api.store import SEQ_MAX, FailureKind, PlanStatus
+from api.store_records import SEQ_MAX, FailureKind, PlanStatus
 from api.wire import PlanPage, PlanResource, encode_plan_resource, plan_href, plan_info
 from fleet.errors import InputError
 from planner.scenario.schema import Scenario

@@ -21,7 +21,7 @@ from litestar.status_codes import HTTP_404_NOT_FOUND
 
 from api.errors import ErrorBody, NotFound
 from api.services import PlanService
-from api.store import PlanStatus
+from api.store_records import PlanStatus
 from api.viewer.figures import figures
 from api.viewer.page import CHARTS_PNG, not_found_page, plan_page
 from api.viewer.view import View, ViewCache, build_view

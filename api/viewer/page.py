@@ -13,7 +13,7 @@ import json
 from html import escape
 from typing import Any
 
-from api.store import PlanStatus
+from api.store_records import PlanStatus
 from api.viewer import assets
 from api.viewer.figures import Figure
 from api.viewer.view import View

@@ -23,7 +23,7 @@ from datetime import date
 import msgspec
 import polars as pl
 
-from api.store import PlanRecord, PlanStatus
+from api.store_records import PlanRecord, PlanStatus
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays

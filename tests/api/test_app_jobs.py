@@ -13,7 +13,8 @@ from pathlib import Path
 
 from api.jobs import JobRunner
 from api.settings import Settings
-from api.store import FailureKind, PlanRecord, PlanStatus, Store
+from api.store import Store
+from api.store_records import FailureKind, PlanRecord, PlanStatus
 from api.worker import DoneMessage, FailedMessage, ProgressMessage, send
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from api.store import FailureKind, PlanStatus, Store
+from api.store import Store
+from api.store_records import FailureKind, PlanStatus
 
 
 class Clock:

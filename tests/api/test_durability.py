@@ -22,7 +22,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from api.store import PlanStatus, Store
+from api.store import Store
+from api.store_records import PlanStatus
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE = "import sys; from api.cli import main; sys.exit(main())"

@@ -13,7 +13,8 @@ from litestar.testing import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from api.store import KeyedPlan, Store
+from api.store import Store
+from api.store_records import KeyedPlan
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-for-tests"

@@ -181,7 +181,7 @@ def test_a_plan_naming_ids_the_catalog_lacks_still_has_a_page(
     client: TestClient[Any], done: dict[str, Any]
 ) -> None:
     """A plan solved under an older catalog: the page says what it cannot draw instead of a 500."""
-    from api.store import PlanStatus
+    from api.store_records import PlanStatus
     from api.viewer.view import build_view
     from fleet.catalog.load import load_catalog
     from fleet.perf.arrays import build_arrays
@@ -197,7 +197,7 @@ def test_a_plan_naming_ids_the_catalog_lacks_still_has_a_page(
 
 
 class _Record:
-    """The fields of ``api.store.PlanRecord`` that ``build_view`` reads."""
+    """The fields of ``api.store_records.PlanRecord`` that ``build_view`` reads."""
 
     def __init__(self, done: dict[str, Any], status: Any) -> None:
         self.id = done["id"]

@@ -16,7 +16,8 @@ import msgspec
 from api import worker
 from api.jobs import JobRunner
 from api.settings import Settings
-from api.store import FailureKind, PlanRecord, PlanStatus, Store
+from api.store import Store
+from api.store_records import FailureKind, PlanRecord, PlanStatus
 from planner.scenario.decode import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
