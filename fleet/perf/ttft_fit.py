@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from fleet.catalog import load_catalog
+from fleet.catalog.engines import POOLED
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import (
     HOPPER,
@@ -37,6 +38,7 @@ from fleet.perf.calibrate import (
     held_out_series,
     with_factors,
 )
+from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.engine_fit import ENGINES, fit_engine, split
 from fleet.perf.engines import apply
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
@@ -72,9 +74,11 @@ OVERHEAD_SOURCE = (
 
 
 def with_terms(arrays: CatalogArrays, engine: str, overhead_ms: float) -> CatalogArrays:
-    """``arrays`` with ``engine``'s scheduler and a request overhead of ``overhead_ms``."""
+    """``arrays`` with ``engine``'s scheduler (the pooled default ``POOLED``: a mixed one) and a
+    request overhead of ``overhead_ms``."""
+    prefill_first = SCHEDULERS[engine][0] if engine in SCHEDULERS else False
     return arrays.with_scheduling(
-        request_overhead_s=overhead_ms * 1e-3, prefill_first=SCHEDULERS[engine][0]
+        request_overhead_s=overhead_ms * 1e-3, prefill_first=prefill_first
     )
 
 
@@ -86,6 +90,27 @@ def fit_overhead_ms(
     measured = runs.ttft_s[rows]
     errors = [np.median(np.abs((base + g * 1e-3) / measured - 1.0)) for g in GRID_MS]
     return float(GRID_MS[int(np.argmin(errors))])
+
+
+def fit_pooled_overhead_ms(arrays: CatalogArrays, runs: MeasuredRuns) -> float:
+    """The pooled request overhead (``fleet.perf.closed_loop.REQUEST_OVERHEAD_S``, in ms): the
+    same rule on the fit series of ``python -m fleet.perf.calibrate --held-out`` (every engine's
+    runs, seeded three quarters of the series), with the pooled factors re-fitted on them."""
+    rows, held, base = _refit_on_fit_series(arrays, runs)
+    return fit_overhead_ms(base, runs, rows[~held], POOLED)
+
+
+def _refit_on_fit_series(
+    arrays: CatalogArrays, runs: MeasuredRuns
+) -> tuple[np.ndarray, np.ndarray, CatalogArrays]:
+    """Fitted rows (no multi-node duplicates), the held-out mask of the calibrate split, and the
+    pooled factors re-fitted on its fit series."""
+    catalog = load_catalog()
+    err = errors(arrays, runs, catalog)
+    rows = err.rows[~err.duplicate]
+    held = held_out_series(runs, rows)
+    refit = fit(arrays, runs.take(rows[~held]), catalog)
+    return rows, held, with_factors(arrays, HOPPER, list(refit.values()))
 
 
 def ttft_errors(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray) -> np.ndarray:
@@ -170,13 +195,11 @@ def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[TtftR
 
 def held_out_series_check(arrays: CatalogArrays, runs: MeasuredRuns) -> list[TtftRow]:
     """The split of ``python -m fleet.perf.calibrate --held-out`` (a seeded quarter of all run
-    series): the pooled factors re-fitted on the fit series, each engine's multipliers and
-    request overhead fitted on its fit series, both scored on the held-out series."""
-    err = errors(arrays, runs, load_catalog())
-    rows = err.rows[~err.duplicate]
-    held = held_out_series(runs, rows)
-    refit = fit(arrays, runs.take(rows[~held]), load_catalog())
-    base = with_factors(arrays, HOPPER, list(refit.values()))
+    series): the pooled factors and request overhead re-fitted on the fit series, each engine's
+    multipliers and request overhead fitted on its fit series, both scored on the held-out
+    series."""
+    rows, held, base = _refit_on_fit_series(arrays, runs)
+    base = with_terms(base, POOLED, fit_overhead_ms(base, runs, rows[~held], POOLED))
     engine = np.asarray(runs.backend)[rows]
     pooled = np.full(len(rows), np.nan)
     mine = np.full(len(rows), np.nan)
@@ -234,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arrays = build_arrays(catalog)
     runs = load_measured(catalog, args.csv)
     overheads, table = fit_all(arrays, runs)
+    pooled_ms = fit_pooled_overhead_ms(arrays, runs)
+    print(f"pooled request overhead: {pooled_ms:g} ms (catalog {REQUEST_OVERHEAD_S * 1e3:g})")
     print("request_overhead_ms: " + ", ".join(f"{e} {v:g}" for e, v in overheads.items()))
     print(markdown(table))
     print("\nheld-out series of python -m fleet.perf.calibrate --held-out (all factors re-fitted):")
