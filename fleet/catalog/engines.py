@@ -11,6 +11,10 @@ it is the accelerators' factors as they are.
 
 Every multiplier given carries its source in the entry's ``sources`` table, keyed by multiplier
 name (``flops`` covers every precision of the flops table).
+
+An engine's ``scheduling`` table (optional) carries what its scheduler does to a closed-loop
+benchmark's TTFT: whether it prefills waiting requests before decoding and its per-request
+overhead, each with a source (``fleet.perf.closed_loop``). Absent: the pooled terms.
 """
 
 from __future__ import annotations
@@ -76,12 +80,29 @@ class EngineFactors(Frozen, frozen=True, kw_only=True):
         return tuple(out)
 
 
+SCHEDULING_FIELDS: tuple[str, ...] = ("prefill_first", "request_overhead_ms")
+
+
+class Scheduling(Frozen, frozen=True, kw_only=True):
+    """How the engine's scheduler shapes a closed-loop benchmark's TTFT (serving software, the
+    same on every accelerator; ``fleet.perf.closed_loop``)."""
+
+    prefill_first: bool
+    """Waiting requests are prefilled before any decode step (prefill and decode not mixed), so
+    a closed loop's waves stay bursts; False for mixed chunked-prefill schedulers."""
+    request_overhead_ms: Annotated[float, Meta(ge=0.0, le=2000.0)]
+    """Per-request cost outside the forward passes (HTTP, tokenization, scheduling)."""
+    sources: dict[str, str]
+
+
 class Engine(Frozen, frozen=True, kw_only=True):
     id: Id
     name: str
     versions: str
     """The versions behind the figures (serving runs and kernel tables)."""
     factors: tuple[EngineFactors, ...] = ()
+    scheduling: Scheduling | None = None
+    """None: the pooled closed-loop TTFT terms (not measured for this engine)."""
 
     def factors_for(self, accelerator_id: str) -> EngineFactors | None:
         """This engine's multipliers on ``accelerator_id``; None = not measured there."""
@@ -99,6 +120,10 @@ def engine_problem(engine: Engine, accelerators: set[str]) -> tuple[str, str] | 
     """(path below the entry, problem) for a rule msgspec cannot express, else None."""
     if engine.id == POOLED:
         return "id", f"{POOLED!r} is the pooled default and cannot be redefined"
+    if engine.scheduling is not None:
+        missing = [n for n in SCHEDULING_FIELDS if n not in engine.scheduling.sources]
+        if missing:
+            return "scheduling.sources", f"no source for {missing}"
     seen: set[str] = set()
     for j, f in enumerate(engine.factors):
         for acc in f.accelerators:

@@ -29,6 +29,7 @@ from fleet.catalog.params import (
     moe_layer_count,
     param_breakdown,
 )
+from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.transfer import resolve_efficiency
 from fleet.perf.types import FloatArray, IntArray
 
@@ -107,6 +108,12 @@ class AcceleratorArrays:
     link_fraction: FloatArray
     collective_overhead_s: FloatArray
     """Fixed cost per collective call (launch, synchronisation), on top of the link latency."""
+    request_overhead_s: FloatArray
+    """Per-request serving cost outside the forward passes, in a benchmark's TTFT (pooled, or
+    the engine's: ``fleet.perf.closed_loop``)."""
+    prefill_first: FloatArray
+    """1 where the engine's scheduler prefills waiting requests before decoding (closed-loop
+    waves stay bursts), 0 for mixed chunked-prefill schedulers and the pooled default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +183,20 @@ class CatalogArrays:
             column[rows] = value
             new[name] = column
         return dataclasses.replace(self, accelerators=dataclasses.replace(acc, **new))
+
+    def with_scheduling(self, *, request_overhead_s: float, prefill_first: bool) -> CatalogArrays:
+        """A copy whose every accelerator takes an engine's closed-loop TTFT terms (serving
+        software: the same on every part; ``fleet.perf.closed_loop``)."""
+        acc = self.accelerators
+        n = len(acc.ids)
+        return dataclasses.replace(
+            self,
+            accelerators=dataclasses.replace(
+                acc,
+                request_overhead_s=np.full(n, request_overhead_s),
+                prefill_first=np.full(n, 1.0 if prefill_first else 0.0),
+            ),
+        )
 
     def scaled(
         self, accelerator_ids: tuple[str, ...], multipliers: Mapping[str, float | FloatArray]
@@ -310,6 +331,8 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         layer_overhead_s=col(lambda a: eff[a.id].layer_overhead_us * 1e-6),
         link_fraction=col(lambda a: eff[a.id].link_bandwidth_fraction),
         collective_overhead_s=col(lambda a: eff[a.id].collective_overhead_us * 1e-6),
+        request_overhead_s=col(lambda a: REQUEST_OVERHEAD_S),
+        prefill_first=col(lambda a: 0.0),
     )
 
 

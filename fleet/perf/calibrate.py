@@ -16,10 +16,12 @@ the HBM bandwidth for 8/16-bit and for 4-bit weights (weight-only on Hopper), th
 of decode attention, BF16 and FP8 (INT8) fractions of peak FLOPs, link fraction and the fixed
 costs.
 
-TTFT: the errors of ``ttft_burst_s`` (the closed-loop benchmark's mean TTFT) are reported per
-group; TTFT is not part of the catalog's objective. ``--ttft-weight W`` adds the log TTFT errors at
-weight W (0.08 is the inverse-variance weight: robust spreads of the log residuals 0.52 for TTFT
-against 0.16 / 0.13 for TPOT / tokens/s per GPU). It was measured and not adopted
+TTFT: the errors of ``ttft_burst_s`` (the closed-loop benchmark's mean TTFT, at the pooled
+closed-loop terms of ``fleet.perf.closed_loop``; each engine's terms: ``fleet.perf.ttft_fit``) are
+reported per group; TTFT is not part of the catalog's objective. ``--ttft-weight W`` adds the
+log TTFT errors at weight W (0.08 is the inverse-variance weight: robust spreads of the log
+residuals 0.52 for TTFT against 0.16 / 0.13 for TPOT / tokens/s per GPU). It was measured and
+not adopted
 (docs/calibration.md): it lowers the TTFT error by lowering the BF16 compute fraction below what
 the BF16 kernels measure, charging engine scheduling as compute on every part.
 

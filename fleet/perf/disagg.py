@@ -42,9 +42,9 @@ import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, PRECISIONS, Catalog
 from fleet.perf.arrays import CatalogArrays
+from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.frontier import pareto_mask
 from fleet.perf.memory import kv_tokens_held
-from fleet.perf.model import REQUEST_OVERHEAD_S
 from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
 
 DECODE_REPLICAS = (1, 2, 4, 8)

@@ -64,6 +64,11 @@ def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> Ca
     for factors in engine.factors:
         accs = [a for a in factors.accelerators if a in arrays.accelerators.ids]
         arrays = apply(arrays, accs, flat(factors))
+    if engine.scheduling is not None:
+        arrays = arrays.with_scheduling(
+            request_overhead_s=engine.scheduling.request_overhead_ms * 1e-3,
+            prefill_first=engine.scheduling.prefill_first,
+        )
     return arrays
 
 

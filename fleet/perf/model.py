@@ -36,8 +36,8 @@ Per configuration (docs/performance-model.md has the derivations):
    passes of at most 8192; TTFT floor = prefill + one decode step; a request holds its batch slot
    for ``request_s`` = TTFT floor + (osl - 1) x TPOT, so tokens/s per replica = batch x osl /
    request_s (the closed-loop throughput of a full batch). ``ttft_burst_s`` is the mean TTFT of a
-   closed-loop benchmark at concurrency batch: a first wave prefilling all prompts at once, later
-   waves staggered (``BENCHMARK_WAVES``, ``REQUEST_OVERHEAD_S``).
+   closed-loop benchmark at concurrency batch: waves prefilling all prompts at once or
+   staggered, as the engine's scheduler makes them (``fleet.perf.closed_loop``).
 
 Precision: 4-bit weight formats (``FOUR_BIT``) on an MoE model apply to the routed experts only;
 the other linear weights are BF16 in bytes and FLOP rate (as published checkpoints ship them).
@@ -59,6 +59,7 @@ import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
 from fleet.perf.arrays import CatalogArrays
+from fleet.perf.closed_loop import ttft_closed_loop
 from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
 from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
@@ -71,13 +72,6 @@ ROOF_SHARPNESS = 2.0
 PREFILL_CHUNK_TOKENS = 8192.0
 """Prompt tokens per forward pass under chunked prefill (TensorRT-LLM max_num_tokens and SGLang
 chunked_prefill_size default to 8192)."""
-BENCHMARK_WAVES = 6.0
-"""Waves of ``batch`` requests a closed-loop benchmark runs (the first is a burst, the rest are
-staggered); with ``REQUEST_OVERHEAD_S`` fitted on the TTFTs of the measured Hopper runs
-(docs/calibration.md), where 4-12 waves fit about equally well."""
-REQUEST_OVERHEAD_S = 0.05
-"""Per-request serving cost outside the forward passes (HTTP, tokenization, scheduling, first
-detokenization), fitted with ``BENCHMARK_WAVES``; only in ``ttft_burst_s``."""
 DRAFT_OVERHEAD_FRACTION = 0.1
 """Share of the fixed step overhead each draft step costs (a few kernel launches)."""
 
@@ -335,7 +329,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     # Burst: all batch requests start together (a closed-loop benchmark). In the first wave each
     # dp rank prefills its batch / dp prompts in full chunks; the mean request is served after
     # half the wave's tokens (plus its own), then one decode step. Later waves arrive staggered
-    # by the first one's spread: a request waits for the step in flight, then its prefill.
+    # by the first one's spread (a request waits for the step in flight, then its prefill), or
+    # as bursts again under a prefill-first scheduler (fleet.perf.closed_loop).
     # A burst pass of b = chunk x dp tokens, from the one-prompt pass of `first` tokens: compute
     # is linear in the prompt tokens; communication and hops are affine in the tokens of a step
     # (fleet.perf.comm; tests/fleet/test_prefill_precision.py checks it), their slope read off
@@ -350,10 +345,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     burst_passes = 0.5 * (rank_tokens + fresh) / burst_chunk
     burst_pass_s = _roof(comp_b, mem_b) + comm_b
     first_wave = (burst_passes + pp - 1.0) * burst_pass_s + hops_b + burst_passes * overhead
-    staggered = ttft + agg_step
-    ttft_burst = (
-        REQUEST_OVERHEAD_S
-        + (first_wave + step_s + (BENCHMARK_WAVES - 1.0) * staggered) / BENCHMARK_WAVES
+    ttft_burst = ttft_closed_loop(
+        first_wave + step_s, ttft + agg_step, A.prefill_first[a], A.request_overhead_s[a]
     )
     request_s = ttft + (osl - 1.0) * tpot
     devices = (tp * dp * pp).astype(np.int64)

@@ -117,9 +117,10 @@ class Estimate:
     ttft_burst_s: FloatArray
     """Mean time to first token of a closed-loop benchmark at concurrency ``batch`` whose clients
     start together: a first wave in which the replica prefills all ``batch`` prompts chunk by
-    chunk (each request waits for those ahead of it), later waves staggered, plus a per-request
-    serving overhead (``fleet.perf.model.BENCHMARK_WAVES``, ``REQUEST_OVERHEAD_S``). Compare it
-    with measured TTFTs; the planner uses ``ttft_floor_s`` and adds its own queueing wait."""
+    chunk (each request waits for those ahead of it), later waves staggered (or bursts again under
+    a prefill-first scheduler), plus a per-request serving overhead (``fleet.perf.closed_loop``;
+    the engine's terms in engines.toml). Compare it with measured TTFTs; the planner uses
+    ``ttft_floor_s`` and adds its own queueing wait."""
     request_s: FloatArray
     """Time a request holds a batch slot: TTFT floor + (osl - 1) x TPOT."""
     step_draft_s: FloatArray

@@ -105,13 +105,14 @@ def test_held_out_split_keeps_series_together(result) -> None:  # type: ignore[n
 
 def test_refit_holds_on_held_out_series(result) -> None:  # type: ignore[no-untyped-def]
     """Re-fitted on three quarters of the run series, scored on the rest (docs/calibration.md):
-    TTFT 31.1%, TPOT 13.6%, tokens/s per GPU 11.7%. The bar is the model before prefill attention
-    took its measured kernel fraction, on the same split: TTFT 32.0% (to beat), TPOT 13.5% and
-    tokens/s per GPU 11.6% (not to lose more than half a point of)."""
+    TTFT 28.2%, TPOT 13.6%, tokens/s per GPU 11.7%. TTFT is held to the issue's bar, 30% (31.1%
+    before the pooled request overhead was fitted on the fit series, 32.0% before prefill
+    attention took its measured kernel fraction); TPOT and tokens/s per GPU to the model before
+    that change, 13.5% and 11.6% (not to lose more than half a point of)."""
     catalog, runs, _ = result
     _, table = held_out_check(build_arrays(catalog), runs, catalog)
     held = next(s for s in table if s.group == "held-out")
     assert held.rows > 150
-    assert held.ttft_median < 0.32
+    assert held.ttft_median <= 0.30
     assert held.tpot_median <= 0.135 + 0.005
     assert held.tput_median <= 0.116 + 0.005

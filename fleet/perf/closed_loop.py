@@ -1,0 +1,55 @@
+"""Mean TTFT of a closed-loop benchmark at concurrency N: ``ttft_burst_s`` of the model.
+
+A closed-loop benchmark keeps N requests in flight: N start together, and each client sends its
+next request when the last one finishes. The run lasts ``BENCHMARK_WAVES`` waves of N requests.
+What a wave looks like depends on the engine's scheduler:
+
+- Mixed (chunked-prefill) schedulers (TensorRT-LLM in-flight batching, vLLM V1) put the running
+  decodes first in every step and fill the rest of the step's token budget with prompt chunks.
+  The first wave is a burst: the mean request waits for half the wave's prompts. Its requests
+  then decode side by side and finish in the order their first tokens came, spread by the
+  wave's prefill; later waves arrive with that spread, so a request meets the step in flight and
+  its own prefill (``staggered_s``), not the whole wave.
+- A prefill-first scheduler (SGLang's default: a new prefill batch runs before any decode step
+  while requests wait, prefill and decode not mixed) prefills the whole wave before anyone
+  decodes, so its requests start decoding together and, with one output length, finish
+  together: every wave arrives as a burst again. Its share of burst waves is 1.
+
+``prefill_first`` per accelerator row is that share beyond the first wave (0 = mixed scheduler,
+1 = prefill-first; the pooled default is 0). ``request_overhead_s`` is the per-request cost
+outside the forward passes (HTTP, tokenization, scheduling, first detokenization): pooled,
+``REQUEST_OVERHEAD_S``; per engine, fitted on its runs (``fleet.perf.ttft_fit``).
+"""
+
+from __future__ import annotations
+
+from fleet.perf.types import FloatArray
+
+BENCHMARK_WAVES = 6.0
+"""Waves of ``batch`` requests a closed-loop benchmark runs, chosen with ``REQUEST_OVERHEAD_S`` on
+the TTFTs of the measured Hopper runs (docs/calibration.md), where 4-12 waves fit about equally
+well."""
+REQUEST_OVERHEAD_S = 0.0625
+"""Per-request serving cost outside the forward passes, pooled over engines (engines.toml carries
+each engine's own): the value on a 2.5 ms grid with the smallest median absolute TTFT error on the
+fit series of the calibration's held-out check (seeded three quarters of all run series, the
+pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 50 ms before, chosen by
+hand on all runs."""
+
+
+def burst_share(prefill_first: FloatArray) -> FloatArray:
+    """Share of a benchmark's waves that arrive as a burst: the first, and with a prefill-first
+    scheduler every later one too."""
+    return (1.0 + (BENCHMARK_WAVES - 1.0) * prefill_first) / BENCHMARK_WAVES
+
+
+def ttft_closed_loop(
+    burst_s: FloatArray,
+    staggered_s: FloatArray,
+    prefill_first: FloatArray,
+    request_overhead_s: FloatArray,
+) -> FloatArray:
+    """Mean TTFT over the benchmark: burst waves at ``burst_s`` (the mean wait for half a wave's
+    prefills, then a decode step), the others at ``staggered_s``, plus the request overhead."""
+    share = burst_share(prefill_first)
+    return request_overhead_s + share * burst_s + (1.0 - share) * staggered_s

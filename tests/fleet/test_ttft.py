@@ -1,0 +1,185 @@
+"""Closed-loop TTFT: the engine's scheduler and request overhead (``fleet.perf.closed_loop``,
+``[engines.scheduling]`` in fleet/data/engines.toml, ``fleet.perf.ttft_fit``).
+
+The physics tests need no data; the bars recompute the TTFT errors from
+shared/reference/measured_calibration.csv (docs/calibration.md, "Engines: closed-loop TTFT").
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+from msgspec.structs import replace
+
+from fleet.catalog import load_catalog
+from fleet.catalog.engines import engine_problem
+from fleet.catalog.load import Catalog
+from fleet.perf import ttft_fit as tf
+from fleet.perf.arrays import CatalogArrays
+from fleet.perf.closed_loop import BENCHMARK_WAVES, REQUEST_OVERHEAD_S, burst_share
+from fleet.perf.configs import make_configs
+from fleet.perf.engines import engine_arrays
+from fleet.perf.measured import MeasuredRuns, load_measured
+from fleet.perf.model import estimate
+from fleet.perf.types import Configs
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = REPO_ROOT.parent / "shared" / "reference"
+
+
+def _configs(catalog: Catalog, batches: list[int]) -> Configs:
+    n = len(batches)
+    return make_configs(
+        catalog,
+        model=["llama-3.1-70b"] * n,
+        system=["hgx-h100-8"] * n,
+        tp=[4] * n,
+        pp=[1] * n,
+        dp=[1] * n,
+        ep=[1] * n,
+        precision=["fp8"] * n,
+        batch=batches,
+        isl=[2048] * n,
+        osl=[256] * n,
+    )
+
+
+def test_burst_share_is_the_first_wave_or_every_wave() -> None:
+    assert burst_share(np.asarray(0.0)) == pytest.approx(1.0 / BENCHMARK_WAVES)
+    assert burst_share(np.asarray(1.0)) == pytest.approx(1.0)
+
+
+def test_prefill_first_scheduler_keeps_every_wave_a_burst(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """With waves that stay bursts the mean TTFT is the first wave's (less a mixed scheduler's
+    staggered waves), and the gap grows with concurrency, as a wave's prefill does."""
+    configs = _configs(catalog, [1, 8, 32, 128])
+    mixed = estimate(arrays.with_scheduling(request_overhead_s=0.0, prefill_first=False), configs)
+    first = estimate(arrays.with_scheduling(request_overhead_s=0.0, prefill_first=True), configs)
+    # one stream has no wave to wait for: the two differ by less than a decode step
+    assert abs(first.ttft_burst_s[0] - mixed.ttft_burst_s[0]) < first.aggregated_step_s[0]
+    gap = first.ttft_burst_s[1:] - mixed.ttft_burst_s[1:]
+    assert np.all(gap > 0)
+    assert np.all(np.diff(gap) > 0)
+    # a burst of 128 prompts of 2k tokens waits for half the wave: many one-prompt prefills
+    assert first.ttft_burst_s[-1] > 20 * first.prefill_s[-1]
+    # TPOT and throughput do not depend on the TTFT terms
+    np.testing.assert_array_equal(first.tpot_s, mixed.tpot_s)
+    np.testing.assert_array_equal(first.tokens_per_s_per_device, mixed.tokens_per_s_per_device)
+
+
+def test_request_overhead_adds_to_every_ttft(catalog: Catalog, arrays: CatalogArrays) -> None:
+    configs = _configs(catalog, [4, 64])
+    a = estimate(arrays.with_scheduling(request_overhead_s=0.0, prefill_first=False), configs)
+    b = estimate(arrays.with_scheduling(request_overhead_s=0.1, prefill_first=False), configs)
+    np.testing.assert_allclose(b.ttft_burst_s - a.ttft_burst_s, 0.1)
+    np.testing.assert_array_equal(a.ttft_floor_s, b.ttft_floor_s)
+
+
+def test_engines_carry_their_scheduling(catalog: Catalog, arrays: CatalogArrays) -> None:
+    pooled = engine_arrays(catalog, arrays, "any").accelerators
+    assert np.all(pooled.request_overhead_s == REQUEST_OVERHEAD_S)
+    assert np.all(pooled.prefill_first == 0.0)
+    for engine_id in ("trtllm", "vllm", "sglang"):
+        sched = catalog.engines[engine_id].scheduling
+        assert sched is not None and set(sched.sources) == {"prefill_first", "request_overhead_ms"}
+        acc = engine_arrays(catalog, arrays, engine_id).accelerators
+        np.testing.assert_allclose(acc.request_overhead_s, sched.request_overhead_ms * 1e-3)
+        assert np.all(acc.prefill_first == (1.0 if sched.prefill_first else 0.0))
+    assert catalog.engines["sglang"].scheduling.prefill_first  # type: ignore[union-attr]
+    assert not catalog.engines["vllm"].scheduling.prefill_first  # type: ignore[union-attr]
+
+
+def test_scheduling_without_a_source_is_rejected(catalog: Catalog) -> None:
+    engine = catalog.engines["vllm"]
+    assert engine.scheduling is not None
+    bare = replace(engine, scheduling=replace(engine.scheduling, sources={}))
+    problem = engine_problem(bare, set(catalog.accelerators))
+    assert problem is not None and problem[0] == "scheduling.sources"
+
+
+def test_scheduling_overhead_is_bounded() -> None:
+    from fleet.catalog.engines import Scheduling
+
+    with pytest.raises(msgspec.ValidationError, match="request_overhead_ms"):
+        msgspec.convert(
+            {"prefill_first": False, "request_overhead_ms": -1.0, "sources": {}}, Scheduling
+        )
+
+
+needs_runs = pytest.mark.skipif(
+    not REFERENCE.is_dir() and not os.environ.get("CI"),
+    reason=f"measurements not available: {REFERENCE} is absent",
+)
+
+
+@pytest.fixture(scope="module")
+def runs(catalog: Catalog) -> MeasuredRuns:
+    return load_measured(catalog, REFERENCE / "measured_calibration.csv")
+
+
+@pytest.fixture(scope="module")
+def fitted(arrays: CatalogArrays, runs: MeasuredRuns) -> tuple[dict[str, float], list[tf.TtftRow]]:
+    return tf.fit_all(arrays, runs)
+
+
+def _row(table: list[tf.TtftRow], engine: str, side: str) -> tf.TtftRow:
+    return next(t for t in table if t.engine == engine and t.side == side)
+
+
+@needs_runs
+def test_catalog_overheads_are_the_fit(fitted: tuple[dict[str, float], list[tf.TtftRow]]) -> None:
+    overheads, _ = fitted
+    stored = load_catalog().engines
+    for engine_id, value in overheads.items():
+        sched = stored[engine_id].scheduling
+        assert sched is not None
+        assert sched.request_overhead_ms == pytest.approx(value, abs=0.5), engine_id
+        assert sched.prefill_first == tf.SCHEDULERS[engine_id][0]
+
+
+@needs_runs
+def test_pooled_overhead_is_the_fit(arrays: CatalogArrays, runs: MeasuredRuns) -> None:
+    assert tf.fit_pooled_overhead_ms(arrays, runs) == pytest.approx(REQUEST_OVERHEAD_S * 1e3)
+
+
+@needs_runs
+def test_engine_ttft_terms_reach_the_bar_on_every_run(
+    fitted: tuple[dict[str, float], list[tf.TtftRow]],
+) -> None:
+    """Each run at its own engine's terms: median absolute TTFT error 25.8% over the 1,037 runs
+    (pooled terms 33.4%, 35.0% with the previous 50 ms overhead); the issue's bar is 30%. Per
+    engine on its fit series, pooled -> engine: TensorRT-LLM 24.6% -> 23.5%, vLLM 40.0% ->
+    22.7%, SGLang 69.3% -> 24.2%."""
+    _, table = fitted
+    every = _row(table, "all", "every run")
+    assert every.rows == 1037
+    assert every.pooled <= 0.335
+    assert every.engine_terms <= 0.26
+    for engine_id in ("trtllm", "vllm", "sglang"):
+        fit_side = _row(table, engine_id, "fit")
+        assert fit_side.engine_terms <= fit_side.pooled, engine_id
+        assert fit_side.engine_terms <= 0.25, engine_id
+
+
+@needs_runs
+def test_engine_ttft_terms_hold_on_held_out_series(
+    arrays: CatalogArrays, runs: MeasuredRuns
+) -> None:
+    """The held-out quarter of ``python -m fleet.perf.calibrate --held-out`` (every factor and
+    term re-fitted without it): TTFT 28.2% at the pooled terms (31.1% with the previous 50 ms
+    overhead) and 21.4% at each run's engine's terms, both under the issue's 30%; per engine,
+    pooled -> engine: TensorRT-LLM 25.4% -> 20.8%, vLLM 27.0% -> 22.8%, SGLang 69.2% -> 16.2%."""
+    table = tf.held_out_series_check(arrays, runs)
+    held = _row(table, "all", "held-out")
+    assert held.rows > 150
+    assert held.pooled <= 0.30
+    assert held.engine_terms <= 0.22
+    for engine_id in ("trtllm", "vllm", "sglang"):
+        side = _row(table, engine_id, "held-out")
+        assert side.engine_terms <= side.pooled + 0.001, engine_id
