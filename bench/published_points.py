@@ -45,6 +45,7 @@ from msgspec import Meta, Struct
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.disagg_recipe import DisaggRecipe, disaggregated_recipe_frontier
 from fleet.catalog import PRECISIONS, Catalog, Precision, load_catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays, build_arrays
@@ -99,8 +100,12 @@ class PublishedPoint(Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     source_date: Annotated[str, Meta(pattern=r"^(\d{4}-\d{2}-\d{2}|undated)$")]
     location: Text
     recipe: Recipe | None = None
-    """The swept serving configurations when the benchmark's configuration file is known; None:
-    every layout and batch farebox searches."""
+    """The swept aggregated serving configurations when the benchmark's configuration file is
+    known."""
+    disaggregated_recipe: DisaggRecipe | None = None
+    """The disaggregated units the configuration file lists for the curve. With either recipe
+    the search covers the recipes given only; with neither, every layout and batch farebox
+    searches."""
 
     def published_per_output_token(self) -> float:
         """Factor from output tokens/s to the published accounting."""
@@ -135,6 +140,9 @@ def load_points(path: Path = POINTS_FILE) -> tuple[PublishedPoint, ...]:
             )
         seen.add(point.id)
     return tuple(data.points)
+
+
+_GroupKey = tuple[str, str, str, int, int, bool, Recipe | None, DisaggRecipe | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +196,7 @@ def evaluate(
     precision, isl, osl)."""
     points = list(points)
     out: dict[str, Evaluation] = {}
-    groups: dict[tuple[str, str, str, int, int, bool, Recipe | None], list[PublishedPoint]] = (
-        defaultdict(list)
-    )
+    groups: dict[_GroupKey, list[PublishedPoint]] = defaultdict(list)
     for point in points:
         reason = _unsupported(catalog, point)
         if reason is not None:
@@ -204,39 +210,62 @@ def evaluate(
                 point.osl_tokens,
                 uses_mtp(point),
                 point.recipe,
+                point.disaggregated_recipe,
             )
             groups[key].append(point)
-    for (model, accelerator, precision, isl, osl, mtp, recipe), members in groups.items():
+    for (model, accelerator, precision, isl, osl, mtp, recipe, disagg), members in groups.items():
         system = catalog.default_system(accelerator)
-        if recipe is None:
-            front = frontier(
-                catalog,
-                arrays,
-                model,
-                system.id,
-                isl=isl,
-                osl=osl,
-                precisions=(precision,),
-                batches=batches,
-                spec=spec,
-                own_mtp=mtp,
+        fronts: list[Frontier] = []
+        if recipe is None and disagg is None:
+            fronts.append(
+                frontier(
+                    catalog,
+                    arrays,
+                    model,
+                    system.id,
+                    isl=isl,
+                    osl=osl,
+                    precisions=(precision,),
+                    batches=batches,
+                    spec=spec,
+                    own_mtp=mtp,
+                )
             )
-        else:
-            front = recipe_frontier(
-                catalog,
-                arrays,
-                model,
-                system.id,
-                recipe,
-                isl=isl,
-                osl=osl,
-                precision=precision,
-                batches=batches,
-                spec=spec,
-                own_mtp=mtp,
+        if recipe is not None:
+            fronts.append(
+                recipe_frontier(
+                    catalog,
+                    arrays,
+                    model,
+                    system.id,
+                    recipe,
+                    isl=isl,
+                    osl=osl,
+                    precision=precision,
+                    batches=batches,
+                    spec=spec,
+                    own_mtp=mtp,
+                )
             )
+        if disagg is not None:
+            fronts.append(
+                disaggregated_recipe_frontier(
+                    catalog,
+                    arrays,
+                    model,
+                    system.id,
+                    disagg,
+                    isl=isl,
+                    osl=osl,
+                    precision=precision,
+                    batches=batches,
+                    spec=spec,
+                )
+            )
+        restricted = recipe is not None or disagg is not None
         for point in members:
-            out[point.id] = _best_at(front, point, system.id, recipe=recipe is not None)
+            found = [_best_at(f, point, system.id, recipe=restricted) for f in fronts]
+            out[point.id] = max(found, key=lambda e: e.tokens_per_s_per_gpu or -1.0)
     return [out[p.id] for p in points]
 
 
@@ -304,8 +333,10 @@ def _best_at(
         return Evaluation(point, None, None, "", reason)
     i = int(reach[np.argmax(est.tokens_per_s_per_device[reach])])
     per_gpu = float(est.tokens_per_s_per_device[i]) * point.published_per_output_token()
+    unit = f"{front.layouts[i]}, decode " if front.layouts else ""
     layout = (
-        f"{system_id} tp{cfg.tp[i]} dp{cfg.dp[i]} ep{cfg.ep[i]} pp{cfg.pp[i]} b{cfg.batch[i]}"
+        f"{system_id} {unit}tp{cfg.tp[i]} dp{cfg.dp[i]} ep{cfg.ep[i]} pp{cfg.pp[i]} "
+        f"b{cfg.batch[i]}"
         + (f" spec{cfg.spec_draft_tokens[i]}" if cfg.spec_draft_tokens[i] else "")
         + (" [recipe]" if recipe else "")
     )
@@ -448,11 +479,13 @@ def evaluate_disaggregated(
 ) -> list[Evaluation]:
     """``evaluations`` where the points published as disaggregated (``disaggregated = "yes"``)
     also search disaggregated prefill/decode units (``fleet.perf.disagg``), keeping the better
-    of the two figures; the other points unchanged."""
+    of the two figures; the other points, and those whose search a recipe already restricts,
+    unchanged."""
     out = list(evaluations)
     for i, e in enumerate(out):
         p = e.point
-        if p.disaggregated != "yes" or _unsupported(catalog, p) is not None:
+        restricted = p.recipe is not None or p.disaggregated_recipe is not None
+        if p.disaggregated != "yes" or restricted or _unsupported(catalog, p) is not None:
             continue
         system = catalog.default_system(p.accelerator)
         front = frontier(

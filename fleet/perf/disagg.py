@@ -192,6 +192,36 @@ def form_units(
     pair, ki, ci = (g.reshape(-1) for g in grid)
     d, p = d_rows[di[pair]], p_rows[pi[pair]]
     k, cover = ks[ki], covers[ci]
+    prefill_s = est.prefill_s[p]
+    # The ratio at full batch (transfer-free rate; the transfer is added below and only lowers
+    # the decode rate, so the prefill side still covers it).
+    m = np.ceil(cover * k * _decode_rate(configs.take(d), est.take(d), 0.0) * prefill_s - 1e-9)
+    m = np.maximum(m, 1.0).astype(np.int64)
+    keep = np.flatnonzero(m <= MAX_PREFILL_REPLICAS)
+    units = assemble_units(arrays, configs, est, d[keep], p[keep], k[keep], m[keep])
+    # Ratios that round to the same unit (small cover steps on a tiny prefill side) once.
+    key = np.stack(
+        [units.decode_row, units.prefill_row, units.decode_replicas, units.prefill_replicas]
+    )
+    _, first = np.unique(key, axis=1, return_index=True)
+    return units.take(np.sort(first))
+
+
+def assemble_units(
+    arrays: CatalogArrays,
+    configs: Configs,
+    est: Estimate,
+    d: IntArray,
+    p: IntArray,
+    k: IntArray,
+    m: IntArray,
+) -> Units:
+    """Unit i of ``k[i]`` decode replicas of grid row ``d[i]`` fed by ``m[i]`` prefill replicas
+    of grid row ``p[i]`` (rows of one evaluated grid, or of grids of one model, system and token
+    profile concatenated); ``form_units`` picks the rows and ratios, a caller reproducing a
+    published deployment gives its own."""
+    k = np.asarray(k, dtype=np.int64)
+    m = np.asarray(m, dtype=np.int64)
     S, A = arrays.systems, arrays.accelerators
     system = configs.system[d]
     acc = S.accelerator[system]
@@ -199,10 +229,6 @@ def form_units(
     domain = np.minimum(S.scale_up_domain[system], per_system)
     dev_d, dev_p = est.devices_per_replica[d], est.devices_per_replica[p]
     prefill_s = est.prefill_s[p]
-    # The ratio at full batch (transfer-free rate; the transfer is added below and only lowers
-    # the decode rate, so the prefill side still covers it).
-    m = np.ceil(cover * k * _decode_rate(configs.take(d), est.take(d), 0.0) * prefill_s - 1e-9)
-    m = np.maximum(m, 1.0).astype(np.int64)
     devices = k * dev_d + m * dev_p
     together = devices <= domain
     systems = np.where(
@@ -235,8 +261,7 @@ def form_units(
         request_s=transfer + de.step_s + (dc.osl - 1.0) * tpot,
         aggregated_step_s=de.step_s,
     )
-    keep = np.flatnonzero(m <= MAX_PREFILL_REPLICAS)
-    units = Units(
+    return Units(
         configs=dc,
         prefill=configs.take(p),
         estimate=unit,
@@ -249,13 +274,6 @@ def form_units(
         prefill_tokens_per_s=prefill_tokens,
         prefill_hold_s=prefill_s,
     )
-    units = units.take(keep)
-    # Ratios that round to the same unit (small cover steps on a tiny prefill side) once.
-    key = np.stack(
-        [units.decode_row, units.prefill_row, units.decode_replicas, units.prefill_replicas]
-    )
-    _, first = np.unique(key, axis=1, return_index=True)
-    return units.take(np.sort(first))
 
 
 def label(units: Units, row: int) -> str:

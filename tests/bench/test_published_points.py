@@ -11,6 +11,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from bench.disagg_recipe import DisaggUnit, disaggregated_recipe_frontier
 from bench.published_points import (
     BATCHES,
     POINTS_FILE,
@@ -28,6 +29,7 @@ from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.frontier import frontier
+from fleet.perf.grid import layouts
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +212,95 @@ def test_mtp_or_none_searches_with_and_without_the_draft(
     # The draft is an extra option: never worse than the search without it.
     assert with_draft.tokens_per_s_per_gpu >= without.tokens_per_s_per_gpu
     assert "spec" not in without.configuration
+
+
+def _unit_gpus(unit: DisaggUnit) -> int:
+    return unit.prefill_workers * unit.prefill.tp + unit.decode_workers * unit.decode.tp
+
+
+def test_every_disaggregated_recipe_can_produce_its_point(points) -> None:
+    with_units = [p for p in points if p.disaggregated_recipe is not None]
+    assert len(with_units) >= 3
+    for p in with_units:
+        r = p.disaggregated_recipe
+        assert r.source.startswith("https://github.com/") and r.note
+        assert p.disaggregated == "yes", p.id
+        best = max(
+            u.max_concurrency
+            * p.tokens_per_s_per_user
+            * p.published_per_output_token()
+            / _unit_gpus(u)
+            for u in r.units
+        )
+        assert best >= p.tokens_per_s_per_gpu, p.id
+
+
+def test_disaggregated_recipe_frontier_stays_in_its_units(
+    catalog: Catalog, arrays: CatalogArrays, points
+) -> None:
+    point = next(p for p in points if p.id == "r1-h100-fp8-1k1k-100")
+    recipe = point.disaggregated_recipe
+    front = disaggregated_recipe_frontier(
+        catalog,
+        arrays,
+        "deepseek-r1",
+        "hgx-h100-8",
+        recipe,
+        isl=1024,
+        osl=1024,
+        precision="fp8",
+        batches=BATCHES,
+    )
+    assert len(front) > 0 and len(front.layouts) == len(front)
+    c, e = front.configs, front.estimate
+    for i in range(len(front)):
+        matches = [
+            u
+            for u in recipe.units
+            if (u.decode.attention_dp and (c.tp[i], c.dp[i]) == (1, u.decode.tp))
+            or (not u.decode.attention_dp and (c.tp[i], c.dp[i]) == (u.decode.tp, 1))
+        ]
+        matches = [
+            u
+            for u in matches
+            if c.ep[i] == u.decode.ep
+            and c.batch[i] <= math.ceil(u.max_concurrency / u.decode_workers)
+            and e.devices_per_replica[i] == _unit_gpus(u)
+            and (c.spec_draft_tokens[i] == 0 or u.mtp)
+        ]
+        assert matches, front.layouts[i]
+        assert c.pp[i] == 1
+    # Tensor parallel over two 8-GPU nodes is not in farebox's own layout grid: the recipe's
+    # workers are evaluated as the benchmark ran them.
+    own = layouts(catalog, "deepseek-r1", "hgx-h100-8", precisions=("fp8",))
+    assert not np.any((own.tp == 16) & (own.pp == 1))
+    assert np.any(c.tp == 16)
+
+
+def test_a_disaggregated_recipe_replaces_the_open_search(
+    catalog: Catalog, arrays: CatalogArrays, points
+) -> None:
+    point = next(p for p in points if p.id == "r1-h100-fp8-1k1k-71")
+    (limited,) = evaluate(catalog, arrays, [point])
+    (full,) = evaluate(catalog, arrays, [msgspec.structs.replace(point, disaggregated_recipe=None)])
+    assert "disaggregated" in limited.configuration and "[recipe]" in limited.configuration
+    assert "disaggregated" not in full.configuration
+    assert limited.ratio is not None and full.ratio is not None
+    # An STP-only recipe never gets the draft.
+    stp = msgspec.structs.replace(
+        point.disaggregated_recipe,
+        units=tuple(u for u in point.disaggregated_recipe.units if not u.mtp),
+    )
+    (no_draft,) = evaluate(
+        catalog, arrays, [msgspec.structs.replace(point, disaggregated_recipe=stp)]
+    )
+    assert no_draft.ratio is not None and "spec" not in no_draft.configuration
+    assert no_draft.tokens_per_s_per_gpu <= limited.tokens_per_s_per_gpu
+
+
+def test_disaggregated_recipe_errors_name_the_field(tmp_path: Path) -> None:
+    text = POINTS_FILE.read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("decode_workers = 3,", "decode_workers = 0,", 1))
+    with pytest.raises(InputError, match=r"disaggregated_recipe\.units\[0\]\.decode_workers"):
+        load_points(bad)

@@ -11,6 +11,7 @@ from fleet.perf.disagg import (
     DECODE_REPLICAS,
     PREFILL_COVER,
     Units,
+    assemble_units,
     form_units,
     kv_transfer_bytes,
     unit_bound,
@@ -144,3 +145,42 @@ def test_disaggregated_frontier_wins_where_prefill_interference_hurts(catalog, a
 
     for floor in (100.0, 150.0):
         assert best(dis, floor) > 1.1 * best(agg, floor)
+
+
+def test_assembling_given_rows_and_ratios_reproduces_the_formed_units(
+    r1_gb200, arrays: CatalogArrays
+) -> None:
+    configs, est, units = r1_gb200
+    again = assemble_units(
+        arrays,
+        configs,
+        est,
+        units.decode_row,
+        units.prefill_row,
+        units.decode_replicas,
+        units.prefill_replicas,
+    )
+    np.testing.assert_array_equal(
+        again.estimate.devices_per_replica, units.estimate.devices_per_replica
+    )
+    np.testing.assert_allclose(
+        again.estimate.tokens_per_s_per_device, units.estimate.tokens_per_s_per_device
+    )
+    # One prefill replica more adds prefill capacity, never decode capacity (it may push the unit
+    # out of one scale-up domain, so the KV transfer can only get slower).
+    more = assemble_units(
+        arrays,
+        configs,
+        est,
+        units.decode_row,
+        units.prefill_row,
+        units.decode_replicas,
+        units.prefill_replicas + 1,
+    )
+    assert np.all(more.prefill_tokens_per_s > units.prefill_tokens_per_s)
+    assert np.all(more.decode_tokens_per_s <= units.decode_tokens_per_s * (1 + 1e-12))
+    assert np.all(more.transfer_s >= units.transfer_s * (1 - 1e-12))
+    np.testing.assert_array_equal(
+        more.estimate.devices_per_replica - units.estimate.devices_per_replica,
+        est.devices_per_replica[units.prefill_row],
+    )
