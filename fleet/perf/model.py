@@ -33,11 +33,13 @@ Per configuration (docs/performance-model.md has the derivations):
    (1 - a^(k+1)) / (1 - a). Prefill attention uses the prefill FLOPs per token-context-layer
    (MLA uncompressed, ``fleet.perf.arrays``).
 5. Prefill alone (``prefill_s``) is the same stage model at the isl - cached uncached tokens in
-   passes of at most 8192; TTFT floor = prefill + one decode step; a request holds its batch slot
-   for ``request_s`` = TTFT floor + (osl - 1) x TPOT, so tokens/s per replica = batch x osl /
-   request_s (the closed-loop throughput of a full batch). ``ttft_burst_s`` is the mean TTFT of a
-   closed-loop benchmark at concurrency batch: a first wave prefilling all prompts at once, later
-   waves staggered (``BENCHMARK_WAVES``, ``REQUEST_OVERHEAD_S``).
+   passes of at most 8192 (``prefill_wave_s``: one prompt on each of the dp attention ranks in
+   the same passes, a prefill-only replica's cycle); TTFT floor = prefill + one decode step; a
+   request holds its batch slot for ``request_s`` = TTFT floor + (osl - 1) x TPOT, so tokens/s
+   per replica = batch x osl / request_s (the closed-loop throughput of a full batch).
+   ``ttft_burst_s`` is the mean TTFT of a closed-loop benchmark at concurrency batch: a first
+   wave prefilling all prompts at once, later waves staggered (``BENCHMARK_WAVES``,
+   ``REQUEST_OVERHEAD_S``).
 
 Precision: 4-bit weight formats (``FOUR_BIT``) on an MoE model apply to the routed experts only;
 the other linear weights are BF16 in bytes and FLOP rate (as published checkpoints ship them).
@@ -351,6 +353,16 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     burst_pass_s = _roof(comp_b, mem_b) + comm_b
     first_wave = (burst_passes + pp - 1.0) * burst_pass_s + hops_b + burst_passes * overhead
     staggered = ttft + agg_step
+    # A prefill-only replica (disaggregated serving) keeps every attention rank busy: each dp
+    # rank prefills its own prompt in the same passes (dp prompts per prefill_wave_s; equal to
+    # prefill_s when dp = 1), costed like the burst pass above with one prompt per rank.
+    wave_extra = first * (dp - 1.0)
+    comp_w = compute(zero, first * dp, dp)
+    mem_w = memory(first * dp, dp, dp)
+    comm_w = comm_p + (comm_a - comm_d) / chunk * wave_extra
+    hops_w = hops_p + (hops_a - hops_d) / chunk * wave_extra
+    prefill_wave_s = (passes + pp - 1.0) * (_roof(comp_w, mem_w) + comm_w) + hops_w
+    prefill_wave_s = prefill_wave_s + passes * overhead
     ttft_burst = (
         REQUEST_OVERHEAD_S
         + (first_wave + step_s + (BENCHMARK_WAVES - 1.0) * staggered) / BENCHMARK_WAVES
@@ -399,6 +411,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         tokens_per_s_per_replica=out(per_replica),
         tokens_per_s_per_device=out(per_replica / devices),
         prefill_s=out(prefill_s),
+        prefill_wave_s=out(prefill_wave_s),
         ttft_floor_s=out(ttft),
         ttft_burst_s=out(ttft_burst),
         request_s=out(request_s),

@@ -302,5 +302,5 @@ def test_disaggregated_recipe_errors_name_the_field(tmp_path: Path) -> None:
     text = POINTS_FILE.read_text()
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace("decode_workers = 3,", "decode_workers = 0,", 1))
-    with pytest.raises(InputError, match=r"disaggregated_recipe\.units\[0\]\.decode_workers"):
+    with pytest.raises(InputError, match=r"disaggregated_recipe\.units\[\d+\]\.decode_workers"):
         load_points(bad)
