@@ -14,10 +14,12 @@ adds an option to
 every point. Where the point carries the benchmark's ``recipe`` (what its configuration file swept:
 largest concurrency per serving instance, devices per instance, data-parallel attention or not),
 the frontier is of those configurations only (``recipe_frontier``), so that farebox is compared
-on the ground the figure was measured on, not with a batch or layout nobody ran; elsewhere every
-layout and batch. That figure is put in the published token accounting (x (isl + osl) / osl when the
-source counts input + output tokens per GPU) and divided by the published one:
-r = farebox / published.
+on the ground the figure was measured on, not with a batch or layout nobody ran; where it carries
+the disaggregated units the file lists (``disaggregated_recipe``: prefill and decode workers,
+concurrency, MTP or not), those units (``bench.recipes``); with both, the better figure;
+elsewhere every layout and batch. That figure is put in the published token accounting
+(x (isl + osl) / osl when the source counts input + output tokens per GPU) and divided by the
+published one: r = farebox / published.
 
 The "off by Nx on average" figure is the geometric mean of max(r, 1/r) = exp(mean |ln r|) over
 the evaluable points (overall, per accelerator and per model); the bias is exp(mean ln r) (> 1:
@@ -45,12 +47,11 @@ from msgspec import Meta, Struct
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.disagg_recipe import DisaggRecipe, disaggregated_recipe_frontier
+from bench.recipes import DisaggRecipe, Recipe, disaggregated_recipe_frontier, recipe_frontier
 from fleet.catalog import PRECISIONS, Catalog, Precision, load_catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from fleet.perf.frontier import DEFAULT_BATCHES, Frontier, frontier, pareto_mask
-from fleet.perf.grid import evaluate_grid
+from fleet.perf.frontier import DEFAULT_BATCHES, Frontier, frontier
 
 POINTS_FILE = Path(__file__).resolve().parent / "data" / "published_points.toml"
 BATCHES: tuple[int, ...] = tuple(
@@ -63,19 +64,6 @@ not an artefact of a coarse grid (the published figures are interpolated along m
 Positive = Annotated[float, Meta(gt=0)]
 Tokens = Annotated[int, Meta(gt=0)]
 Text = Annotated[str, Meta(min_length=1)]
-
-
-class Recipe(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """What the published benchmark swept for a point's curve (its serving configurations), so
-    that farebox is compared on the same ground: a serving instance (one replica) of ``gpus[i]``
-    devices at most ``max_concurrency[i]`` concurrent requests, no pipeline stages, and
-    data-parallel attention only when ``attention_dp``."""
-
-    gpus: Annotated[tuple[Tokens, ...], Meta(min_length=1)]
-    max_concurrency: Annotated[tuple[Tokens, ...], Meta(min_length=1)]
-    attention_dp: bool
-    source: Annotated[str, Meta(pattern=r"^https://")]
-    note: Text
 
 
 class PublishedPoint(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -267,49 +255,6 @@ def evaluate(
             found = [_best_at(f, point, system.id, recipe=restricted) for f in fronts]
             out[point.id] = max(found, key=lambda e: e.tokens_per_s_per_gpu or -1.0)
     return [out[p.id] for p in points]
-
-
-def recipe_frontier(
-    catalog: Catalog,
-    arrays: CatalogArrays,
-    model: str,
-    system_id: str,
-    recipe: Recipe,
-    *,
-    isl: int,
-    osl: int,
-    precision: str,
-    batches: Sequence[int] = BATCHES,
-    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
-    own_mtp: bool = False,
-) -> Frontier:
-    """The frontier of the configurations the recipe swept (``Recipe``): replicas of one of its
-    device counts at up to that count's largest concurrency (which is itself searched), no
-    pipeline stages, dp > 1 only with data-parallel attention."""
-    caps = set(recipe.max_concurrency)
-    capped = sorted({b for b in batches if b <= max(caps)} | caps)
-    configs, est = evaluate_grid(
-        catalog,
-        arrays,
-        model,
-        system_id,
-        batches=capped,
-        precisions=(precision,),
-        isl=isl,
-        osl=osl,
-        spec=spec,
-        own_mtp=own_mtp,
-    )
-    swept = np.zeros(len(configs), dtype=bool)
-    for gpus, cap in zip(recipe.gpus, recipe.max_concurrency, strict=True):
-        swept |= (est.devices_per_replica == gpus) & (configs.batch <= cap)
-    swept &= est.fits & (configs.pp == 1)
-    if not recipe.attention_dp:
-        swept &= configs.dp == 1
-    rows = np.flatnonzero(swept)
-    keep = rows[pareto_mask(est.tokens_per_s_per_user[rows], est.tokens_per_s_per_device[rows])]
-    order = keep[np.argsort(-est.tokens_per_s_per_user[keep], kind="stable")]
-    return Frontier(configs=configs.take(order), estimate=est.take(order))
 
 
 def _best_at(

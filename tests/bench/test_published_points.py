@@ -11,19 +11,18 @@ import msgspec
 import numpy as np
 import pytest
 
-from bench.disagg_recipe import DisaggUnit, disaggregated_recipe_frontier
 from bench.published_points import (
     BATCHES,
     POINTS_FILE,
     evaluate,
     load_points,
     main,
-    recipe_frontier,
     render,
     spread,
     summarize,
     uses_mtp,
 )
+from bench.recipes import DisaggUnit, disaggregated_recipe_frontier, recipe_frontier
 from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
@@ -167,7 +166,15 @@ def test_recipe_frontier_stays_in_the_recipe(catalog: Catalog, arrays: CatalogAr
     point = next(p for p in points if p.id == "oss-b200-fp4-1k1k-72")
     recipe = point.recipe
     front = recipe_frontier(
-        catalog, arrays, "gpt-oss-120b", "hgx-b200-8", recipe, isl=1024, osl=1024, precision="fp4"
+        catalog,
+        arrays,
+        "gpt-oss-120b",
+        "hgx-b200-8",
+        recipe,
+        isl=1024,
+        osl=1024,
+        precision="fp4",
+        batches=BATCHES,
     )
     assert len(front) > 0
     cap = dict(zip(recipe.gpus, recipe.max_concurrency, strict=True))
@@ -183,7 +190,15 @@ def test_recipe_frontier_stays_in_the_recipe(catalog: Catalog, arrays: CatalogAr
     # Without data-parallel attention a recipe keeps dp = 1.
     tp_only = msgspec.structs.replace(recipe, attention_dp=False)
     front = recipe_frontier(
-        catalog, arrays, "gpt-oss-120b", "hgx-b200-8", tp_only, isl=1024, osl=1024, precision="fp4"
+        catalog,
+        arrays,
+        "gpt-oss-120b",
+        "hgx-b200-8",
+        tp_only,
+        isl=1024,
+        osl=1024,
+        precision="fp4",
+        batches=BATCHES,
     )
     assert len(front) > 0 and (front.configs.dp == 1).all()
 

@@ -1,15 +1,20 @@
-"""Disaggregated recipes of a published curve: the prefill/decode deployments the benchmark ran.
+"""Recipes of a published curve: the serving configurations the benchmark actually ran.
 
-A published point measured on disaggregated serving (NVIDIA Dynamo with TensorRT-LLM or SGLang)
-comes from units of ``prefill_workers`` prefill workers and ``decode_workers`` decode workers of
-a given size, at a list of concurrencies; the benchmark's configuration file lists them. Where a
-point carries them (``DisaggRecipe``), ``disaggregated_recipe_frontier`` searches those units
-only: each worker's exact layout (which farebox's own layout grid may not enumerate, e.g. tensor
-parallel over two 8-GPU nodes), decode batches up to the unit's largest concurrency per decode
-worker, the model's own MTP draft where the unit ran MTP and no draft where it did not, and the
-unit assembled by ``fleet.perf.disagg.assemble_units`` with the recipe's worker counts (not the
-counts farebox would choose). Like ``recipe_frontier`` for aggregated recipes, it compares
-farebox with the published figure on the ground the figure was measured on.
+``Recipe`` / ``recipe_frontier``: aggregated serving instances (devices per instance swept, the
+largest concurrency at each, data-parallel attention or not); the frontier of those
+configurations only: replicas of a swept device count up to its concurrency, no pipeline stages,
+dp > 1 only with data-parallel attention.
+
+``DisaggRecipe`` / ``disaggregated_recipe_frontier``: a published point measured on
+disaggregated serving (NVIDIA Dynamo with TensorRT-LLM or SGLang) comes from units of
+``prefill_workers`` prefill workers and ``decode_workers`` decode workers of a given size, at a
+list of concurrencies; the benchmark's configuration file lists them. Where a point carries them,
+``disaggregated_recipe_frontier`` searches those units only: each worker's exact layout (which
+farebox's own layout grid may not enumerate, e.g. tensor parallel over two 8-GPU nodes), decode
+batches up to the unit's largest concurrency per decode worker, the model's own MTP draft where
+the unit ran MTP and no draft where it did not, and the unit assembled by
+``fleet.perf.disagg.assemble_units`` with the recipe's worker counts (not the counts farebox
+would choose). Both compare farebox with the published figure on the ground it was measured on.
 
 Worker fields follow the configuration file: ``tp`` is the worker's GPU count, ``ep`` the expert
 parallel size, ``attention_dp`` data-parallel attention over all ``tp`` GPUs. In farebox's terms
@@ -30,17 +35,75 @@ from fleet.catalog import Catalog
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.disagg import Units, assemble_units
 from fleet.perf.frontier import Frontier, pareto_mask
-from fleet.perf.grid import Layouts, grid_configs, model_spec
+from fleet.perf.grid import Layouts, evaluate_grid, grid_configs, model_spec
 from fleet.perf.model import estimate
 from fleet.perf.types import BoolArray, Configs, Problem
 
 Count = Annotated[int, Meta(gt=0)]
+Tokens = Count
+Text = Annotated[str, Meta(min_length=1)]
 MAX_UNITS = 32
 """Unit shapes per recipe (a configuration file lists about ten per curve)."""
 MAX_WORKERS = 64
 """Workers of one kind per unit."""
 MAX_GPUS_PER_WORKER = 72
 """A worker's GPUs (an NVL72 rack)."""
+
+
+class Recipe(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """What the published benchmark swept for a point's curve (its serving configurations), so
+    that farebox is compared on the same ground: a serving instance (one replica) of ``gpus[i]``
+    devices at most ``max_concurrency[i]`` concurrent requests, no pipeline stages, and
+    data-parallel attention only when ``attention_dp``."""
+
+    gpus: Annotated[tuple[Tokens, ...], Meta(min_length=1)]
+    max_concurrency: Annotated[tuple[Tokens, ...], Meta(min_length=1)]
+    attention_dp: bool
+    source: Annotated[str, Meta(pattern=r"^https://")]
+    note: Text
+
+
+def recipe_frontier(
+    catalog: Catalog,
+    arrays: CatalogArrays,
+    model: str,
+    system_id: str,
+    recipe: Recipe,
+    *,
+    isl: int,
+    osl: int,
+    precision: str,
+    batches: Sequence[int],
+    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+    own_mtp: bool = False,
+) -> Frontier:
+    """The frontier of the configurations the recipe swept (``Recipe``): replicas of one of its
+    device counts at up to that count's largest concurrency (which is itself searched), no
+    pipeline stages, dp > 1 only with data-parallel attention."""
+    caps = set(recipe.max_concurrency)
+    capped = sorted({b for b in batches if b <= max(caps)} | caps)
+    configs, est = evaluate_grid(
+        catalog,
+        arrays,
+        model,
+        system_id,
+        batches=capped,
+        precisions=(precision,),
+        isl=isl,
+        osl=osl,
+        spec=spec,
+        own_mtp=own_mtp,
+    )
+    swept = np.zeros(len(configs), dtype=bool)
+    for gpus, cap in zip(recipe.gpus, recipe.max_concurrency, strict=True):
+        swept |= (est.devices_per_replica == gpus) & (configs.batch <= cap)
+    swept &= est.fits & (configs.pp == 1)
+    if not recipe.attention_dp:
+        swept &= configs.dp == 1
+    rows = np.flatnonzero(swept)
+    keep = rows[pareto_mask(est.tokens_per_s_per_user[rows], est.tokens_per_s_per_device[rows])]
+    order = keep[np.argsort(-est.tokens_per_s_per_user[keep], kind="stable")]
+    return Frontier(configs=configs.take(order), estimate=est.take(order))
 
 
 class Worker(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
