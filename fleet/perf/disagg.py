@@ -264,6 +264,7 @@ def assemble_units(
         tokens_per_s_per_replica=tokens,
         tokens_per_s_per_device=tokens / devices,
         prefill_s=prefill_s,
+        prefill_wave_s=hold,
         ttft_floor_s=ttft,
         ttft_burst_s=REQUEST_OVERHEAD_S + ttft,
         request_s=transfer + de.step_s + (dc.osl - 1.0) * tpot,

@@ -218,6 +218,7 @@ def test_attention_dp_prefill_replicas_hold_one_prompt_per_rank(r1_gb200) -> Non
     dp = configs.dp[units.prefill_row]
     np.testing.assert_array_equal(units.prefill_slots, units.prefill_replicas * dp)
     np.testing.assert_allclose(units.prefill_hold_s, est.prefill_wave_s[units.prefill_row])
+    np.testing.assert_allclose(units.estimate.prefill_wave_s, units.prefill_hold_s)
     np.testing.assert_allclose(
         units.prefill_tokens_per_s, units.prefill_slots * units.configs.osl / units.prefill_hold_s
     )
