@@ -14,10 +14,12 @@ adds an option to
 every point. Where the point carries the benchmark's ``recipe`` (what its configuration file swept:
 largest concurrency per serving instance, devices per instance, data-parallel attention or not),
 the frontier is of those configurations only (``recipe_frontier``), so that farebox is compared
-on the ground the figure was measured on, not with a batch or layout nobody ran; elsewhere every
-layout and batch. That figure is put in the published token accounting (x (isl + osl) / osl when the
-source counts input + output tokens per GPU) and divided by the published one:
-r = farebox / published.
+on the ground the figure was measured on, not with a batch or layout nobody ran; where it carries
+the disaggregated units the file lists (``disaggregated_recipe``: prefill and decode workers,
+concurrency, MTP or not), those units (``bench.recipes``); with both, the better figure;
+elsewhere every layout and batch. That figure is put in the published token accounting
+(x (isl + osl) / osl when the source counts input + output tokens per GPU) and divided by the
+published one: r = farebox / published.
 
 The "off by Nx on average" figure is the geometric mean of max(r, 1/r) = exp(mean |ln r|) over
 the evaluable points (overall, per accelerator and per model); the bias is exp(mean ln r) (> 1:
@@ -45,11 +47,11 @@ from msgspec import Meta, Struct
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.recipes import DisaggRecipe, Recipe, disaggregated_recipe_frontier, recipe_frontier
 from fleet.catalog import PRECISIONS, Catalog, Precision, load_catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from fleet.perf.frontier import DEFAULT_BATCHES, Frontier, frontier, pareto_mask
-from fleet.perf.grid import evaluate_grid
+from fleet.perf.frontier import DEFAULT_BATCHES, Frontier, frontier
 
 POINTS_FILE = Path(__file__).resolve().parent / "data" / "published_points.toml"
 BATCHES: tuple[int, ...] = tuple(
@@ -62,19 +64,6 @@ not an artefact of a coarse grid (the published figures are interpolated along m
 Positive = Annotated[float, Meta(gt=0)]
 Tokens = Annotated[int, Meta(gt=0)]
 Text = Annotated[str, Meta(min_length=1)]
-
-
-class Recipe(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """What the published benchmark swept for a point's curve (its serving configurations), so
-    that farebox is compared on the same ground: a serving instance (one replica) of ``gpus[i]``
-    devices at most ``max_concurrency[i]`` concurrent requests, no pipeline stages, and
-    data-parallel attention only when ``attention_dp``."""
-
-    gpus: Annotated[tuple[Tokens, ...], Meta(min_length=1)]
-    max_concurrency: Annotated[tuple[Tokens, ...], Meta(min_length=1)]
-    attention_dp: bool
-    source: Annotated[str, Meta(pattern=r"^https://")]
-    note: Text
 
 
 class PublishedPoint(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -99,8 +88,12 @@ class PublishedPoint(Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     source_date: Annotated[str, Meta(pattern=r"^(\d{4}-\d{2}-\d{2}|undated)$")]
     location: Text
     recipe: Recipe | None = None
-    """The swept serving configurations when the benchmark's configuration file is known; None:
-    every layout and batch farebox searches."""
+    """The swept aggregated serving configurations when the benchmark's configuration file is
+    known."""
+    disaggregated_recipe: DisaggRecipe | None = None
+    """The disaggregated units the configuration file lists for the curve. With either recipe
+    the search covers the recipes given only; with neither, every layout and batch farebox
+    searches."""
 
     def published_per_output_token(self) -> float:
         """Factor from output tokens/s to the published accounting."""
@@ -135,6 +128,9 @@ def load_points(path: Path = POINTS_FILE) -> tuple[PublishedPoint, ...]:
             )
         seen.add(point.id)
     return tuple(data.points)
+
+
+_GroupKey = tuple[str, str, str, int, int, bool, Recipe | None, DisaggRecipe | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +184,7 @@ def evaluate(
     precision, isl, osl)."""
     points = list(points)
     out: dict[str, Evaluation] = {}
-    groups: dict[tuple[str, str, str, int, int, bool, Recipe | None], list[PublishedPoint]] = (
-        defaultdict(list)
-    )
+    groups: dict[_GroupKey, list[PublishedPoint]] = defaultdict(list)
     for point in points:
         reason = _unsupported(catalog, point)
         if reason is not None:
@@ -204,83 +198,63 @@ def evaluate(
                 point.osl_tokens,
                 uses_mtp(point),
                 point.recipe,
+                point.disaggregated_recipe,
             )
             groups[key].append(point)
-    for (model, accelerator, precision, isl, osl, mtp, recipe), members in groups.items():
+    for (model, accelerator, precision, isl, osl, mtp, recipe, disagg), members in groups.items():
         system = catalog.default_system(accelerator)
-        if recipe is None:
-            front = frontier(
-                catalog,
-                arrays,
-                model,
-                system.id,
-                isl=isl,
-                osl=osl,
-                precisions=(precision,),
-                batches=batches,
-                spec=spec,
-                own_mtp=mtp,
+        fronts: list[Frontier] = []
+        if recipe is None and disagg is None:
+            fronts.append(
+                frontier(
+                    catalog,
+                    arrays,
+                    model,
+                    system.id,
+                    isl=isl,
+                    osl=osl,
+                    precisions=(precision,),
+                    batches=batches,
+                    spec=spec,
+                    own_mtp=mtp,
+                )
             )
-        else:
-            front = recipe_frontier(
-                catalog,
-                arrays,
-                model,
-                system.id,
-                recipe,
-                isl=isl,
-                osl=osl,
-                precision=precision,
-                batches=batches,
-                spec=spec,
-                own_mtp=mtp,
+        if recipe is not None:
+            fronts.append(
+                recipe_frontier(
+                    catalog,
+                    arrays,
+                    model,
+                    system.id,
+                    recipe,
+                    isl=isl,
+                    osl=osl,
+                    precision=precision,
+                    batches=batches,
+                    spec=spec,
+                    own_mtp=mtp,
+                )
             )
+        if disagg is not None:
+            fronts.append(
+                disaggregated_recipe_frontier(
+                    catalog,
+                    arrays,
+                    model,
+                    system.id,
+                    disagg,
+                    isl=isl,
+                    osl=osl,
+                    precision=precision,
+                    batches=batches,
+                    spec=spec,
+                )
+            )
+        restricted = recipe is not None or disagg is not None
         for point in members:
-            out[point.id] = _best_at(front, point, system.id, recipe=recipe is not None)
+            found = [_best_at(f, point, system.id, recipe=restricted) for f in fronts]
+            out[point.id] = max(found, key=lambda e: e.tokens_per_s_per_gpu or -1.0)
     return [out[p.id] for p in points]
-
-
-def recipe_frontier(
-    catalog: Catalog,
-    arrays: CatalogArrays,
-    model: str,
-    system_id: str,
-    recipe: Recipe,
-    *,
-    isl: int,
-    osl: int,
-    precision: str,
-    batches: Sequence[int] = BATCHES,
-    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
-    own_mtp: bool = False,
-) -> Frontier:
-    """The frontier of the configurations the recipe swept (``Recipe``): replicas of one of its
-    device counts at up to that count's largest concurrency (which is itself searched), no
-    pipeline stages, dp > 1 only with data-parallel attention."""
-    caps = set(recipe.max_concurrency)
-    capped = sorted({b for b in batches if b <= max(caps)} | caps)
-    configs, est = evaluate_grid(
-        catalog,
-        arrays,
-        model,
-        system_id,
-        batches=capped,
-        precisions=(precision,),
-        isl=isl,
-        osl=osl,
-        spec=spec,
-        own_mtp=own_mtp,
-    )
-    swept = np.zeros(len(configs), dtype=bool)
-    for gpus, cap in zip(recipe.gpus, recipe.max_concurrency, strict=True):
-        swept |= (est.devices_per_replica == gpus) & (configs.batch <= cap)
-    swept &= est.fits & (configs.pp == 1)
-    if not recipe.attention_dp:
-        swept &= configs.dp == 1
-    rows = np.flatnonzero(swept)
-    keep = rows[pareto_mask(est.tokens_per_s_per_user[rows], est.tokens_per_s_per_device[rows])]
-    order = keep[np.argsort(-est.tokens_per_s_per_user[keep], kind="stable")]
-    return Frontier(configs=configs.take(order), estimate=est.take(order))
 
 
 def _best_at(
@@ -304,8 +278,10 @@ def _best_at(
         return Evaluation(point, None, None, "", reason)
     i = int(reach[np.argmax(est.tokens_per_s_per_device[reach])])
     per_gpu = float(est.tokens_per_s_per_device[i]) * point.published_per_output_token()
+    unit = f"{front.layouts[i]}, decode " if front.layouts else ""
     layout = (
-        f"{system_id} tp{cfg.tp[i]} dp{cfg.dp[i]} ep{cfg.ep[i]} pp{cfg.pp[i]} b{cfg.batch[i]}"
+        f"{system_id} {unit}tp{cfg.tp[i]} dp{cfg.dp[i]} ep{cfg.ep[i]} pp{cfg.pp[i]} "
+        f"b{cfg.batch[i]}"
         + (f" spec{cfg.spec_draft_tokens[i]}" if cfg.spec_draft_tokens[i] else "")
         + (" [recipe]" if recipe else "")
     )
@@ -448,11 +424,13 @@ def evaluate_disaggregated(
 ) -> list[Evaluation]:
     """``evaluations`` where the points published as disaggregated (``disaggregated = "yes"``)
     also search disaggregated prefill/decode units (``fleet.perf.disagg``), keeping the better
-    of the two figures; the other points unchanged."""
+    of the two figures; the other points, and those whose search a recipe already restricts,
+    unchanged."""
     out = list(evaluations)
     for i, e in enumerate(out):
         p = e.point
-        if p.disaggregated != "yes" or _unsupported(catalog, p) is not None:
+        restricted = p.recipe is not None or p.disaggregated_recipe is not None
+        if p.disaggregated != "yes" or restricted or _unsupported(catalog, p) is not None:
             continue
         system = catalog.default_system(p.accelerator)
         front = frontier(

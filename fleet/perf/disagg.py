@@ -11,13 +11,15 @@ Per unit (all vectorized, from the aggregated grid's rows, ``fleet.perf.grid.eva
   without its prefill interference: step s = ``step_s``, TPOT = step / accepted tokens, and a
   request holds one of its b slots for transfer + step + (osl - 1) x TPOT;
 - prefill side: a layout of the same system and weight precision (speculative decoding off, the
-  smallest batch that fits: it holds one prompt), prefilling one prompt at a time in
-  ``Estimate.prefill_s``: 1 / prefill_s requests/s per replica. Prompts shorter than the 8,192-
-  token chunk are not packed into one pass (conservative for short prompts);
+  smallest batch that fits), prefilling one prompt per attention rank at a time: dp prompts per
+  ``Estimate.prefill_wave_s`` (data-parallel attention ranks each take their own prompt, as
+  attention-DP prefill workers run; one prompt per ``prefill_s`` when dp = 1), so dp /
+  prefill_wave_s requests/s per replica. Prompts shorter than the 8,192-token chunk are not
+  packed into one pass (conservative for short prompts);
 - ratio: k in ``DECODE_REPLICAS`` decode replicas; m = ceil(cover x k x decode requests/s x
-  prefill_s) prefill replicas, cover in ``PREFILL_COVER``: the prefill side covers the decode
-  side's request rate at full batch, with 0-100% spare so a prefill queue can stay short (the
-  planner's TTFT headroom picks the ratio; a unit is one candidate "replica");
+  prefill_wave_s / dp) prefill replicas, cover in ``PREFILL_COVER``: the prefill side covers
+  the decode side's request rate at full batch, with 0-100% spare so a prefill queue can stay
+  short (the planner's TTFT headroom picks the ratio; a unit is one candidate "replica");
 - KV transfer: the prompt's KV (all layers, sliding layers capped at their window) from the
   prefill replica's tp x pp ranks to the decode replica's (the fewer of the two send in
   parallel), over the scale-up link when the whole unit sits in one system inside one scale-up
@@ -26,8 +28,8 @@ Per unit (all vectorized, from the aggregated grid's rows, ``fleet.perf.grid.eva
 - systems: replicas smaller than a system are packed onto whole systems, larger ones take whole
   systems (as the planner counts them), prefill and decode apart unless the unit fits in one
   system's scale-up domain altogether;
-- output tokens/s = min(k x b x osl / decode hold, m x osl / prefill_s); TTFT floor = prefill_s
-  + transfer + decode step; ``request_s`` = the decode hold.
+- output tokens/s = min(k x b x osl / decode hold, m x dp x osl / prefill_wave_s); TTFT floor =
+  prefill_s (a lone prompt) + transfer + decode step; ``request_s`` = the decode hold.
 
 ``Units.estimate`` keeps the ``Estimate`` columns so a unit reads like one replica; memory columns
 are the decode replica's.
@@ -83,9 +85,13 @@ class Units:
     decode_tokens_per_s: FloatArray
     """Output tokens/s of the k decode replicas at full batch."""
     prefill_tokens_per_s: FloatArray
-    """Output tokens/s the m prefill replicas admit when always busy (m x osl / prefill_s)."""
+    """Output tokens/s the m prefill replicas admit when always busy (m x dp x osl /
+    prefill_wave_s)."""
     prefill_hold_s: FloatArray
-    """Seconds a prompt holds a prefill replica (its prefill time)."""
+    """Seconds a prompt holds its prefill slot (``Estimate.prefill_wave_s`` of the prefill
+    replica)."""
+    prefill_slots: IntArray
+    """Prompts the prefill side holds at once: m x the prefill replica's dp attention ranks."""
 
     def __len__(self) -> int:
         return int(self.decode_replicas.shape[0])
@@ -145,7 +151,7 @@ def prefill_rows(configs: Configs, est: Estimate) -> IntArray:
     """Rows worth a prefill side: fitting, no speculation, and per weight precision on the Pareto
     frontier of requests/s per device vs prefill speed (one row per layout)."""
     out = []
-    per_device = 1.0 / (est.prefill_s * est.devices_per_replica)
+    per_device = configs.dp / (est.prefill_wave_s * est.devices_per_replica)
     for p in np.unique(configs.weight_precision):
         rows = np.flatnonzero(
             est.fits & (configs.weight_precision == p) & (configs.spec_draft_tokens == 0)
@@ -200,6 +206,36 @@ def form_units(
     pair, ki, ci = (g.reshape(-1) for g in grid)
     d, p = d_rows[di[pair]], p_rows[pi[pair]]
     k, cover = ks[ki], covers[ci]
+    per_prompt_s = est.prefill_wave_s[p] / configs.dp[p]
+    # The ratio at full batch (transfer-free rate; the transfer is added below and only lowers
+    # the decode rate, so the prefill side still covers it).
+    m = np.ceil(cover * k * _decode_rate(configs.take(d), est.take(d), 0.0) * per_prompt_s - 1e-9)
+    m = np.maximum(m, 1.0).astype(np.int64)
+    keep = np.flatnonzero(m <= MAX_PREFILL_REPLICAS)
+    units = assemble_units(arrays, configs, est, d[keep], p[keep], k[keep], m[keep])
+    # Ratios that round to the same unit (small cover steps on a tiny prefill side) once.
+    key = np.stack(
+        [units.decode_row, units.prefill_row, units.decode_replicas, units.prefill_replicas]
+    )
+    _, first = np.unique(key, axis=1, return_index=True)
+    return units.take(np.sort(first))
+
+
+def assemble_units(
+    arrays: CatalogArrays,
+    configs: Configs,
+    est: Estimate,
+    d: IntArray,
+    p: IntArray,
+    k: IntArray,
+    m: IntArray,
+) -> Units:
+    """Unit i of ``k[i]`` decode replicas of grid row ``d[i]`` fed by ``m[i]`` prefill replicas
+    of grid row ``p[i]`` (rows of one evaluated grid, or of grids of one model, system and token
+    profile concatenated); ``form_units`` picks the rows and ratios, a caller reproducing a
+    published deployment gives its own."""
+    k = np.asarray(k, dtype=np.int64)
+    m = np.asarray(m, dtype=np.int64)
     S, A = arrays.systems, arrays.accelerators
     system = configs.system[d]
     acc = S.accelerator[system]
@@ -207,10 +243,6 @@ def form_units(
     domain = np.minimum(S.scale_up_domain[system], per_system)
     dev_d, dev_p = est.devices_per_replica[d], est.devices_per_replica[p]
     prefill_s = est.prefill_s[p]
-    # The ratio at full batch (transfer-free rate; the transfer is added below and only lowers
-    # the decode rate, so the prefill side still covers it).
-    m = np.ceil(cover * k * _decode_rate(configs.take(d), est.take(d), 0.0) * prefill_s - 1e-9)
-    m = np.maximum(m, 1.0).astype(np.int64)
     devices = k * dev_d + m * dev_p
     together = devices <= domain
     systems = np.where(
@@ -225,7 +257,9 @@ def form_units(
     dc, de = configs.take(d), est.take(d)
     tpot = de.step_s / de.tokens_per_step
     decode_tokens = k * _decode_rate(dc, de, transfer) * dc.osl
-    prefill_tokens = m * dc.osl / prefill_s
+    slots = m * configs.dp[p]
+    hold = est.prefill_wave_s[p]
+    prefill_tokens = slots * dc.osl / hold
     tokens = np.minimum(decode_tokens, prefill_tokens)
     ttft = prefill_s + transfer + de.step_s
     unit = replace(
@@ -238,13 +272,13 @@ def form_units(
         tokens_per_s_per_replica=tokens,
         tokens_per_s_per_device=tokens / devices,
         prefill_s=prefill_s,
+        prefill_wave_s=hold,
         ttft_floor_s=ttft,
         ttft_burst_s=REQUEST_OVERHEAD_S + ttft,
         request_s=transfer + de.step_s + (dc.osl - 1.0) * tpot,
         aggregated_step_s=de.step_s,
     )
-    keep = np.flatnonzero(m <= MAX_PREFILL_REPLICAS)
-    units = Units(
+    return Units(
         configs=dc,
         prefill=configs.take(p),
         estimate=unit,
@@ -255,15 +289,9 @@ def form_units(
         transfer_s=transfer,
         decode_tokens_per_s=decode_tokens,
         prefill_tokens_per_s=prefill_tokens,
-        prefill_hold_s=prefill_s,
+        prefill_hold_s=hold,
+        prefill_slots=slots.astype(np.int64),
     )
-    units = units.take(keep)
-    # Ratios that round to the same unit (small cover steps on a tiny prefill side) once.
-    key = np.stack(
-        [units.decode_row, units.prefill_row, units.decode_replicas, units.prefill_replicas]
-    )
-    _, first = np.unique(key, axis=1, return_index=True)
-    return units.take(np.sort(first))
 
 
 def label(units: Units, row: int) -> str:

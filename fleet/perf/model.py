@@ -33,11 +33,13 @@ Per configuration (docs/performance-model.md has the derivations):
    (1 - a^(k+1)) / (1 - a). Prefill attention uses the prefill FLOPs per token-context-layer
    (MLA uncompressed, ``fleet.perf.arrays``).
 5. Prefill alone (``prefill_s``) is the same stage model at the isl - cached uncached tokens in
-   passes of at most 8192; TTFT floor = prefill + one decode step; a request holds its batch slot
-   for ``request_s`` = TTFT floor + (osl - 1) x TPOT, so tokens/s per replica = batch x osl /
-   request_s (the closed-loop throughput of a full batch). ``ttft_burst_s`` is the mean TTFT of a
-   closed-loop benchmark at concurrency batch: waves prefilling all prompts at once or
-   staggered, as the engine's scheduler makes them (``fleet.perf.closed_loop``).
+   passes of at most 8192 (``prefill_wave_s``: one prompt on each of the dp attention ranks in
+   the same passes, a prefill-only replica's cycle); TTFT floor = prefill + one decode step; a
+   request holds its batch slot for ``request_s`` = TTFT floor + (osl - 1) x TPOT, so tokens/s
+   per replica = batch x osl / request_s (the closed-loop throughput of a full batch).
+   ``ttft_burst_s`` is the mean TTFT of a closed-loop benchmark at concurrency batch: waves
+   prefilling all prompts at once or staggered, as the engine's scheduler makes them
+   (``fleet.perf.closed_loop``).
 
 Precision: 4-bit weight formats (``FOUR_BIT``) on an MoE model apply to the routed experts only;
 the other linear weights are BF16 in bytes and FLOP rate (as published checkpoints ship them).
@@ -345,6 +347,16 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     burst_passes = 0.5 * (rank_tokens + fresh) / burst_chunk
     burst_pass_s = _roof(comp_b, mem_b) + comm_b
     first_wave = (burst_passes + pp - 1.0) * burst_pass_s + hops_b + burst_passes * overhead
+    # A prefill-only replica (disaggregated serving) keeps every attention rank busy: each dp
+    # rank prefills its own prompt in the same passes (dp prompts per prefill_wave_s; equal to
+    # prefill_s when dp = 1), costed like the burst pass above with one prompt per rank.
+    wave_extra = first * (dp - 1.0)
+    comp_w = compute(zero, first * dp, dp)
+    mem_w = memory(first * dp, dp, dp)
+    comm_w = comm_p + (comm_a - comm_d) / chunk * wave_extra
+    hops_w = hops_p + (hops_a - hops_d) / chunk * wave_extra
+    prefill_wave_s = (passes + pp - 1.0) * (_roof(comp_w, mem_w) + comm_w) + hops_w
+    prefill_wave_s = prefill_wave_s + passes * overhead
     ttft_burst = ttft_closed_loop(
         first_wave + step_s, ttft + agg_step, A.prefill_first[a], A.request_overhead_s[a]
     )
@@ -392,6 +404,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         tokens_per_s_per_replica=out(per_replica),
         tokens_per_s_per_device=out(per_replica / devices),
         prefill_s=out(prefill_s),
+        prefill_wave_s=out(prefill_wave_s),
         ttft_floor_s=out(ttft),
         ttft_burst_s=out(ttft_burst),
         request_s=out(request_s),

@@ -112,6 +112,9 @@ class Estimate:
     prefill_s: FloatArray
     """Prefill of one request's uncached ``isl - prefix_cached_tokens`` tokens alone on the
     replica."""
+    prefill_wave_s: FloatArray
+    """Prefill of one such request on each of the ``dp`` attention ranks at once (the cycle of a
+    prefill-only replica, which prefills dp prompts per wave); ``prefill_s`` when dp = 1."""
     ttft_floor_s: FloatArray
     """Time to first token with no queueing: prefill + one decode step."""
     ttft_burst_s: FloatArray

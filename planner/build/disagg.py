@@ -5,10 +5,12 @@ of the pool's system; ``planner.build`` appends them to the grid's rows, so ever
 tier, variant, pool) screens, prunes and solves them like any other candidate "replica" (a unit
 is one table replica: its systems, its output tokens/s).
 
-Queues. A unit's requests queue at its prefill replicas: m servers, each holding a prompt for its
-prefill time, so its TTFT headroom (``planner.build.queueing``, ``planner.plan.promise``) is
-the Erlang C wait of m slots held ``prefill_s`` each: the candidate's queue slots are m and its
-``request_s`` is ``prefill_s`` (raw queue capacity m x osl / prefill_s, the identity
+Queues. A unit's requests queue at its prefill replicas: m replicas of dp attention ranks, each
+rank holding a prompt for the replica's prefill wave, so its TTFT headroom
+(``planner.build.queueing``, ``planner.plan.promise``) is the Erlang C wait of m x dp slots held
+``prefill_wave_s`` each (``Units.prefill_slots``, ``Units.prefill_hold_s``): the candidate's
+queue slots are m x dp and its ``request_s`` is that hold (raw queue capacity
+m x dp x osl / prefill_wave_s, the identity
 raw = slots x osl / request_s the headroom uses). The decode side then bounds the unit: a request
 that finishes its prefill must find a free decode slot without waiting at the tier's TTFT
 percentile (all of the slack goes to the prefill queue), so the decode side carries at most
@@ -118,7 +120,7 @@ def group_columns(
         decode = u.decode_tokens_per_s[j]
         tokens[unit] = prefill
         request_s[unit] = u.prefill_hold_s[j]
-        slots[unit] = u.prefill_replicas[j]
+        slots[unit] = u.prefill_slots[j]
         if slo.max_ttft_s is not None:
             decode_slots = u.decode_replicas[j] * u.configs.batch[j]
             decode = decode * decode_slot_cap(decode_slots.astype(np.float64), slo.ttft_quantile)

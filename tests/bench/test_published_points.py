@@ -17,17 +17,18 @@ from bench.published_points import (
     evaluate,
     load_points,
     main,
-    recipe_frontier,
     render,
     spread,
     summarize,
     uses_mtp,
 )
+from bench.recipes import DisaggUnit, disaggregated_recipe_frontier, recipe_frontier
 from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.frontier import frontier
+from fleet.perf.grid import layouts
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +166,15 @@ def test_recipe_frontier_stays_in_the_recipe(catalog: Catalog, arrays: CatalogAr
     point = next(p for p in points if p.id == "oss-b200-fp4-1k1k-72")
     recipe = point.recipe
     front = recipe_frontier(
-        catalog, arrays, "gpt-oss-120b", "hgx-b200-8", recipe, isl=1024, osl=1024, precision="fp4"
+        catalog,
+        arrays,
+        "gpt-oss-120b",
+        "hgx-b200-8",
+        recipe,
+        isl=1024,
+        osl=1024,
+        precision="fp4",
+        batches=BATCHES,
     )
     assert len(front) > 0
     cap = dict(zip(recipe.gpus, recipe.max_concurrency, strict=True))
@@ -181,7 +190,15 @@ def test_recipe_frontier_stays_in_the_recipe(catalog: Catalog, arrays: CatalogAr
     # Without data-parallel attention a recipe keeps dp = 1.
     tp_only = msgspec.structs.replace(recipe, attention_dp=False)
     front = recipe_frontier(
-        catalog, arrays, "gpt-oss-120b", "hgx-b200-8", tp_only, isl=1024, osl=1024, precision="fp4"
+        catalog,
+        arrays,
+        "gpt-oss-120b",
+        "hgx-b200-8",
+        tp_only,
+        isl=1024,
+        osl=1024,
+        precision="fp4",
+        batches=BATCHES,
     )
     assert len(front) > 0 and (front.configs.dp == 1).all()
 
@@ -202,7 +219,9 @@ def test_mtp_or_none_searches_with_and_without_the_draft(
     both = [p for p in points if p.speculative == "mtp-or-none"]
     assert both and all(uses_mtp(p) for p in both)
     assert all("configuration file" in p.serving_notes for p in both)
+    # In the open search (a recipe's units say for themselves whether they ran MTP).
     point = next(p for p in both if p.id == "r1-b200-fp8-8k1k-75")
+    point = msgspec.structs.replace(point, recipe=None, disaggregated_recipe=None)
     (with_draft,) = evaluate(catalog, arrays, [point])
     (without,) = evaluate(
         catalog, arrays, [msgspec.structs.replace(point, speculative="unspecified")]
@@ -210,3 +229,113 @@ def test_mtp_or_none_searches_with_and_without_the_draft(
     # The draft is an extra option: never worse than the search without it.
     assert with_draft.tokens_per_s_per_gpu >= without.tokens_per_s_per_gpu
     assert "spec" not in without.configuration
+
+
+def _unit_gpus(unit: DisaggUnit) -> int:
+    return unit.prefill_workers * unit.prefill.tp + unit.decode_workers * unit.decode.tp
+
+
+def test_every_disaggregated_recipe_can_produce_its_point(points) -> None:
+    with_units = [p for p in points if p.disaggregated_recipe is not None]
+    assert len(with_units) >= 3
+    for p in with_units:
+        r = p.disaggregated_recipe
+        assert r.source.startswith("https://github.com/") and r.note
+        # Only disaggregated recipes behind the curve: the point was served disaggregated; with
+        # aggregated ones beside them, either may be the page's best.
+        assert p.disaggregated == ("unspecified" if p.recipe is not None else "yes"), p.id
+        best = max(
+            u.max_concurrency
+            * p.tokens_per_s_per_user
+            * p.published_per_output_token()
+            / _unit_gpus(u)
+            for u in r.units
+        )
+        assert best >= p.tokens_per_s_per_gpu, p.id
+
+
+def test_disaggregated_recipe_frontier_stays_in_its_units(
+    catalog: Catalog, arrays: CatalogArrays, points
+) -> None:
+    point = next(p for p in points if p.id == "r1-h100-fp8-1k1k-100")
+    recipe = point.disaggregated_recipe
+    front = disaggregated_recipe_frontier(
+        catalog,
+        arrays,
+        "deepseek-r1",
+        "hgx-h100-8",
+        recipe,
+        isl=1024,
+        osl=1024,
+        precision="fp8",
+        batches=BATCHES,
+    )
+    assert len(front) > 0 and len(front.layouts) == len(front)
+    c, e = front.configs, front.estimate
+    for i in range(len(front)):
+        matches = [
+            u
+            for u in recipe.units
+            if (u.decode.attention_dp and (c.tp[i], c.dp[i]) == (1, u.decode.tp))
+            or (not u.decode.attention_dp and (c.tp[i], c.dp[i]) == (u.decode.tp, 1))
+        ]
+        matches = [
+            u
+            for u in matches
+            if c.ep[i] == u.decode.ep
+            and c.batch[i] <= math.ceil(u.max_concurrency / u.decode_workers)
+            and e.devices_per_replica[i] == _unit_gpus(u)
+            and (c.spec_draft_tokens[i] == 0 or u.mtp)
+        ]
+        assert matches, front.layouts[i]
+        assert c.pp[i] == 1
+    # Tensor parallel over two 8-GPU nodes is not in farebox's own layout grid: the recipe's
+    # workers are evaluated as the benchmark ran them.
+    own = layouts(catalog, "deepseek-r1", "hgx-h100-8", precisions=("fp8",))
+    assert not np.any((own.tp == 16) & (own.pp == 1))
+    assert np.any(c.tp == 16)
+
+
+def test_a_disaggregated_recipe_replaces_the_open_search(
+    catalog: Catalog, arrays: CatalogArrays, points
+) -> None:
+    point = next(p for p in points if p.id == "r1-h100-fp8-1k1k-71")
+    (limited,) = evaluate(catalog, arrays, [point])
+    (full,) = evaluate(catalog, arrays, [msgspec.structs.replace(point, disaggregated_recipe=None)])
+    assert "disaggregated" in limited.configuration and "[recipe]" in limited.configuration
+    assert "disaggregated" not in full.configuration
+    assert limited.ratio is not None and full.ratio is not None
+    # An STP-only recipe never gets the draft.
+    stp = msgspec.structs.replace(
+        point.disaggregated_recipe,
+        units=tuple(u for u in point.disaggregated_recipe.units if not u.mtp),
+    )
+    (no_draft,) = evaluate(
+        catalog, arrays, [msgspec.structs.replace(point, disaggregated_recipe=stp)]
+    )
+    assert no_draft.ratio is not None and "spec" not in no_draft.configuration
+    assert no_draft.tokens_per_s_per_gpu <= limited.tokens_per_s_per_gpu
+
+
+def test_disaggregated_recipe_errors_name_the_field(tmp_path: Path) -> None:
+    text = POINTS_FILE.read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("decode_workers = 3,", "decode_workers = 0,", 1))
+    with pytest.raises(InputError, match=r"disaggregated_recipe\.units\[\d+\]\.decode_workers"):
+        load_points(bad)
+
+
+def test_with_both_recipes_the_better_one_counts(
+    catalog: Catalog, arrays: CatalogArrays, points
+) -> None:
+    both = [p for p in points if p.recipe is not None and p.disaggregated_recipe is not None]
+    assert len(both) >= 10
+    for point in (p for p in both if p.id in ("r1-b200-fp8-1k1k-100", "r1-b200-fp4-8k1k-73")):
+        (e,) = evaluate(catalog, arrays, [point])
+        (agg,) = evaluate(
+            catalog, arrays, [msgspec.structs.replace(point, disaggregated_recipe=None)]
+        )
+        (dis,) = evaluate(catalog, arrays, [msgspec.structs.replace(point, recipe=None)])
+        figures = [x.tokens_per_s_per_gpu or 0.0 for x in (agg, dis)]
+        assert e.tokens_per_s_per_gpu == pytest.approx(max(figures))
+        assert ("disaggregated" in e.configuration) == (figures[1] > figures[0])

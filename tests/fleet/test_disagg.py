@@ -11,6 +11,7 @@ from fleet.perf.disagg import (
     DECODE_REPLICAS,
     PREFILL_COVER,
     Units,
+    assemble_units,
     form_units,
     kv_transfer_bytes,
     unit_bound,
@@ -144,3 +145,80 @@ def test_disaggregated_frontier_wins_where_prefill_interference_hurts(catalog, a
 
     for floor in (100.0, 150.0):
         assert best(dis, floor) > 1.1 * best(agg, floor)
+
+
+def test_assembling_given_rows_and_ratios_reproduces_the_formed_units(
+    r1_gb200, arrays: CatalogArrays
+) -> None:
+    configs, est, units = r1_gb200
+    again = assemble_units(
+        arrays,
+        configs,
+        est,
+        units.decode_row,
+        units.prefill_row,
+        units.decode_replicas,
+        units.prefill_replicas,
+    )
+    np.testing.assert_array_equal(
+        again.estimate.devices_per_replica, units.estimate.devices_per_replica
+    )
+    np.testing.assert_allclose(
+        again.estimate.tokens_per_s_per_device, units.estimate.tokens_per_s_per_device
+    )
+    # One prefill replica more adds prefill capacity, never decode capacity (it may push the unit
+    # out of one scale-up domain, so the KV transfer can only get slower).
+    more = assemble_units(
+        arrays,
+        configs,
+        est,
+        units.decode_row,
+        units.prefill_row,
+        units.decode_replicas,
+        units.prefill_replicas + 1,
+    )
+    assert np.all(more.prefill_tokens_per_s > units.prefill_tokens_per_s)
+    assert np.all(more.decode_tokens_per_s <= units.decode_tokens_per_s * (1 + 1e-12))
+    assert np.all(more.transfer_s >= units.transfer_s * (1 - 1e-12))
+    np.testing.assert_array_equal(
+        more.estimate.devices_per_replica - units.estimate.devices_per_replica,
+        est.devices_per_replica[units.prefill_row],
+    )
+
+
+def test_a_prefill_wave_puts_one_prompt_on_every_attention_rank(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    from fleet.perf.configs import make_configs
+    from fleet.perf.model import estimate
+
+    dp = np.array([1, 4, 8, 1, 4, 8])
+    c = make_configs(
+        catalog,
+        model="deepseek-r1",
+        system="gb200-nvl72",
+        tp=1,
+        dp=dp,
+        ep=np.array([1, 4, 8, 1, 4, 8]),
+        precision="fp8",
+        batch=1,
+        isl=np.array([8192] * 3 + [1024] * 3),
+        osl=1024,
+    )
+    est = estimate(arrays, c)
+    one = dp == 1
+    np.testing.assert_allclose(est.prefill_wave_s[one], est.prefill_s[one])
+    # dp prompts in one wave: never faster than a lone prompt, much faster than dp in a row
+    assert np.all(est.prefill_wave_s[~one] >= est.prefill_s[~one])
+    assert np.all(est.prefill_wave_s[~one] < 0.5 * dp[~one] * est.prefill_s[~one])
+
+
+def test_attention_dp_prefill_replicas_hold_one_prompt_per_rank(r1_gb200) -> None:
+    configs, est, units = r1_gb200
+    dp = configs.dp[units.prefill_row]
+    np.testing.assert_array_equal(units.prefill_slots, units.prefill_replicas * dp)
+    np.testing.assert_allclose(units.prefill_hold_s, est.prefill_wave_s[units.prefill_row])
+    np.testing.assert_allclose(units.estimate.prefill_wave_s, units.prefill_hold_s)
+    np.testing.assert_allclose(
+        units.prefill_tokens_per_s, units.prefill_slots * units.configs.osl / units.prefill_hold_s
+    )

@@ -121,14 +121,18 @@ def test_units_queue_at_their_prefill_replicas(catalog, arrays) -> None:
     screened = screen(s, catalog, arrays, build_inventory(s, catalog).systems_available.max(1))
     (serving,) = screened.serving.values()
     units = serving.units
-    # every unit candidate: m prefill slots held for the prefill time, ceiling = decode side
+    # every unit candidate: m prefill replicas of dp attention ranks, m x dp slots each held for
+    # the prefill wave, ceiling = decode side
     for c in np.flatnonzero(unit):
         m = int(det.layout[c].split(" prefill x")[0].rsplit("+ ", 1)[1])
+        prefill = det.layout[c].split(" prefill x (")[1]
+        dp = int(prefill.split("dp=")[1].split()[0].rstrip(")")) if "dp=" in prefill else 1
         match = np.flatnonzero(
             (units.prefill_replicas == m) & np.isclose(units.prefill_hold_s, det.request_s[c])
         )
         assert match.size
-        assert det.queue_slots[c] == m
+        assert det.queue_slots[c] == m * dp
+        assert np.any(units.prefill_slots[match] == m * dp)
         assert det.replicas_per_unit[c] == 1
         assert np.isfinite(det.ceiling_tokens_per_s[c])
         assert np.all(
