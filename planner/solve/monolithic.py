@@ -45,7 +45,7 @@ def monolithic(st: Structure, options: SolveOptions, inc: Incumbent, deadline: f
         lp,
         engine,
         deadline - time.perf_counter(),
-        relative_gap=options.gap_target,
+        relative_gap=options.stop_gap,
         threads=options.threads,
     )
     if res.outcome is Outcome.INFEASIBLE:

@@ -32,13 +32,22 @@ class SolveStatus(StrEnum):
 class SolveOptions:
     time_limit_s: float = 60.0
     gap_target: float = 1e-3
-    """Relative gap |bound - objective| / max(|bound|, 1) at which to stop."""
+    """Relative gap |bound - objective| / max(|bound|, 1) that makes a plan optimal."""
+    repair_reserve: float = 0.0
+    """Share of ``gap_target`` kept for a repair that follows the solve and may lower the
+    objective (the TTFT promise at the planned load, ``planner.plan.promise``): the search stops
+    at ``stop_gap``, while the status is judged at ``gap_target``."""
     method: str = "decompose"
     """"decompose" (price branching over hour LPs, then integer repair) or a MathOpt
     solver for the monolithic MILP: "highs", "scip", "cpsat"."""
     threads: int = 1
     reconfiguration_limit: float | None = None
     """Max fraction of a pool's systems that may change role between consecutive periods."""
+
+    @property
+    def stop_gap(self) -> float:
+        """The gap at which the search stops: ``gap_target`` less the repair reserve."""
+        return self.gap_target * (1.0 - self.repair_reserve)
 
 
 @dataclass(frozen=True, slots=True)
