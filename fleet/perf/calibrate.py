@@ -25,7 +25,8 @@ not adopted
 (docs/calibration.md): it lowers the TTFT error by lowering the BF16 compute fraction below what
 the BF16 kernels measure, charging engine scheduling as compute on every part.
 
-Objective: least squares on log errors of TPOT and of tokens/s per GPU (both count equally), with
+Objective: least squares on log errors of TPOT (the closed-loop benchmark's, ``tpot_burst_s``,
+at the pooled mixed scheduler: ``tpot_s``) and of tokens/s per GPU (both count equally), with
 a soft-L1 loss so that the few saturated runs (engine queueing beyond its KV capacity, runs whose
 TPOT falls as concurrency rises) do not steer the fit. Rows the model rejects (concurrency beyond
 the KV capacity) are left out and counted.
@@ -135,7 +136,7 @@ def errors(arrays: CatalogArrays, runs: MeasuredRuns, catalog: Catalog) -> Error
     rows = np.flatnonzero(ok)
     return Errors(
         rows=rows,
-        tpot=est.tpot_s[rows] / runs.tpot_s[rows] - 1.0,
+        tpot=est.tpot_burst_s[rows] / runs.tpot_s[rows] - 1.0,
         tokens_per_s_per_gpu=est.tokens_per_s_per_device[rows] / runs.tokens_per_s_per_gpu[rows]
         - 1.0,
         ttft=est.ttft_burst_s[rows] / runs.ttft_s[rows] - 1.0,
@@ -161,7 +162,7 @@ def fit(
 
     def residuals(x: np.ndarray) -> np.ndarray:
         est = estimate(with_factors(arrays, accelerators, x), configs)
-        parts = [np.log(est.tpot_s / tpot), np.log(est.tokens_per_s_per_device / tput)]
+        parts = [np.log(est.tpot_burst_s / tpot), np.log(est.tokens_per_s_per_device / tput)]
         if ttft_weight > 0:
             parts.append(np.sqrt(ttft_weight) * np.log(est.ttft_burst_s / ttft))
         return np.concatenate(parts)

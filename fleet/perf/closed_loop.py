@@ -43,6 +43,21 @@ def burst_share(prefill_first: FloatArray) -> FloatArray:
     return (1.0 + (BENCHMARK_WAVES - 1.0) * prefill_first) / BENCHMARK_WAVES
 
 
+def prefill_share_in_decode(prefill_first: FloatArray) -> FloatArray:
+    """Share of the replacement prompts' prefill work inside a benchmark request's decode window
+    (the TPOT a closed-loop benchmark measures: ``tpot_burst_s`` of the model).
+
+    Mixed scheduler: a request decodes through the prefill of the prompts behind it in its wave
+    and, since requests finish in the order they started, through the prefill of the replacements
+    of those ahead of it: a whole wave's prompts, as in steady serving (share 1). Prefill-first
+    scheduler: the k-th of the wave's N prompts gets its first token after its own prefill, then
+    waits while the N - k behind it are prefilled (decode stalls during a prefill batch); the wave
+    then decodes together and finishes together, so no replacement is prefilled inside its decode
+    window: (N - k) / N of a wave, a half on average (the other half is in its TTFT).
+    """
+    return 1.0 - 0.5 * prefill_first
+
+
 def ttft_closed_loop(
     burst_s: FloatArray,
     staggered_s: FloatArray,

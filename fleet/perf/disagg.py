@@ -268,6 +268,7 @@ def assemble_units(
         devices_per_replica=devices.astype(np.int64),
         systems_per_replica=systems,
         tpot_s=tpot,
+        tpot_burst_s=tpot,
         tokens_per_s_per_user=1.0 / tpot,
         tokens_per_s_per_replica=tokens,
         tokens_per_s_per_device=tokens / devices,

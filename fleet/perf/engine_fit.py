@@ -5,9 +5,11 @@ The catalog's Hopper factors are one pooled fit over runs of TensorRT-LLM, vLLM 
 ``flops`` per precision the engine's runs exercise, ``link``, ``step_overhead``,
 ``collective_overhead``), fitted on that engine's runs only, with the same objective as the pooled
 fit (log errors of TPOT and tokens/s per GPU, soft-L1) plus a weak prior pulling each log
-multiplier to 0 (``PRIOR_SD``), so a multiplier the runs barely see stays near 1. No per-model or
-per-row factor. ``layer_overhead`` is not fitted: the pooled value is 0, a multiplier cannot move
-it.
+multiplier to 0 (``PRIOR_SD``), so a multiplier the runs barely see stays near 1. TPOT is the
+closed-loop benchmark's (``tpot_burst_s``) at the engine's documented scheduler (``SCHEDULERS``):
+under SGLang's prefill-first one a request's decode window holds half its wave's prefill. No
+per-model or per-row factor. ``layer_overhead`` is not fitted: the pooled value is 0, a
+multiplier cannot move it.
 
 Held-out split: a seeded quarter (``SEED``) of each engine's run series — a series is one
 (model, GPU, precision, layout, input and output length), all its concurrencies together — is
@@ -46,6 +48,7 @@ from scipy.optimize import least_squares
 from fleet.catalog import PRECISIONS, Catalog, load_catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, with_factors
+from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.engines import apply
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
@@ -60,6 +63,27 @@ many rows agree (0.25 and 0.5 fit vLLM's and TensorRT-LLM's held-out rows worse)
 BOUNDS = (0.25, 4.0)
 NODE_GPUS = 8
 BLACKWELL = ("b200", "gb200")
+SCHEDULERS = {
+    "trtllm": (
+        False,
+        "TensorRT-LLM in-flight batching: context chunks (max_num_tokens budget) ride in the same "
+        "step as the running generation requests (TensorRT-LLM docs, in-flight batching and "
+        "chunked context)",
+    ),
+    "vllm": (
+        False,
+        "vLLM V1 scheduler: one token budget per step (max_num_batched_tokens), running decode "
+        "requests scheduled first, waiting prompts fill the rest in chunks (vLLM docs, "
+        "optimization and tuning: chunked prefill)",
+    ),
+    "sglang": (
+        True,
+        "SGLang scheduler: a new prefill batch runs before decode whenever requests wait; "
+        "prefill and decode mix only with --enable-mixed-chunk, off by default (SGLang docs, "
+        "server arguments)",
+    ),
+}
+"""Engine id -> (prefill_first, source)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,16 +134,34 @@ def parameter_names(runs: MeasuredRuns, arrays: CatalogArrays, rows: np.ndarray)
     return [*names, "step_overhead"]
 
 
-def fit_engine(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray) -> dict[str, float]:
-    """One engine's multipliers on the pooled factors, fitted on ``rows``."""
+def with_scheduler(arrays: CatalogArrays, engine: str) -> CatalogArrays:
+    """``arrays`` with ``engine``'s documented scheduler (``SCHEDULERS``; a mixed one for an
+    engine not listed), which sets the share of prefill a request's TPOT sees
+    (``fleet.perf.closed_loop``); the request overhead stays pooled (TTFT only)."""
+    prefill_first = SCHEDULERS[engine][0] if engine in SCHEDULERS else False
+    return arrays.with_scheduling(
+        request_overhead_s=REQUEST_OVERHEAD_S, prefill_first=prefill_first
+    )
+
+
+def fit_engine(
+    arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray, engine: str
+) -> dict[str, float]:
+    """One engine's multipliers on the pooled factors, fitted on ``rows`` at the engine's
+    scheduler."""
     names = parameter_names(runs, arrays, rows)
+    arrays = with_scheduler(arrays, engine)
     configs = runs.configs.take(rows)
     tpot, tput = runs.tpot_s[rows], runs.tokens_per_s_per_gpu[rows]
 
     def residuals(x: np.ndarray) -> np.ndarray:
         est = estimate(apply(arrays, HOPPER, dict(zip(names, np.exp(x), strict=True))), configs)
         return np.concatenate(
-            [np.log(est.tpot_s / tpot), np.log(est.tokens_per_s_per_device / tput), x / PRIOR_SD]
+            [
+                np.log(est.tpot_burst_s / tpot),
+                np.log(est.tokens_per_s_per_device / tput),
+                x / PRIOR_SD,
+            ]
         )
 
     lo, hi = math.log(BOUNDS[0]), math.log(BOUNDS[1])
@@ -144,13 +186,19 @@ class EngineErrors:
     """The same with the engine's multipliers."""
 
 
-def _medians(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray) -> tuple[float, ...]:
-    est = estimate(arrays, runs.configs.take(rows))
+def _medians(
+    arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray, engine: str | None = None
+) -> tuple[float, ...]:
+    """TPOT and tokens/s per GPU at ``engine``'s scheduler (pooled when None); TTFT at the pooled
+    closed-loop terms, so that its column shows the multipliers alone."""
+    configs = runs.configs.take(rows)
+    est = estimate(arrays, configs)
+    sched = est if engine is None else estimate(with_scheduler(arrays, engine), configs)
     return tuple(
         float(np.median(np.abs(model / measured - 1.0)))
         for model, measured in (
-            (est.tpot_s, runs.tpot_s[rows]),
-            (est.tokens_per_s_per_device, runs.tokens_per_s_per_gpu[rows]),
+            (sched.tpot_burst_s, runs.tpot_s[rows]),
+            (sched.tokens_per_s_per_device, runs.tokens_per_s_per_gpu[rows]),
             (est.ttft_burst_s, runs.ttft_s[rows]),
         )
     )
@@ -165,7 +213,7 @@ def fit_all(
     table: list[EngineErrors] = []
     for e in ENGINES:
         mine = s.engine == e
-        fitted[e] = fit_engine(arrays, runs, s.rows[mine & ~s.held_out])
+        fitted[e] = fit_engine(arrays, runs, s.rows[mine & ~s.held_out], e)
         engine_arrays = apply(arrays, HOPPER, fitted[e])
         for side, mask in (("fit", mine & ~s.held_out), ("held-out", mine & s.held_out)):
             rows = s.rows[mask]
@@ -175,7 +223,7 @@ def fit_all(
                     side,
                     len(rows),
                     _medians(arrays, runs, rows),  # type: ignore[arg-type]
-                    _medians(engine_arrays, runs, rows),  # type: ignore[arg-type]
+                    _medians(engine_arrays, runs, rows, e),  # type: ignore[arg-type]
                 )
             )
     return fitted, table
@@ -195,7 +243,7 @@ def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[Engin
             test, train = (s.engine == e) & (models == m), (s.engine == e) & (models != m)
             if not test.any():
                 continue
-            mine = apply(base, HOPPER, fit_engine(base, runs, s.rows[train]))
+            mine = apply(base, HOPPER, fit_engine(base, runs, s.rows[train], e))
             rows = s.rows[test]
             out.append(
                 EngineErrors(
@@ -203,7 +251,7 @@ def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[Engin
                     m,
                     len(rows),
                     _medians(base, runs, rows),  # type: ignore[arg-type]
-                    _medians(mine, runs, rows),  # type: ignore[arg-type]
+                    _medians(mine, runs, rows, e),  # type: ignore[arg-type]
                 )
             )
     return out

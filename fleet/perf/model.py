@@ -30,8 +30,11 @@ Per configuration (docs/performance-model.md has the derivations):
    with a decode step; P = batch x accepted / osl x (isl - cached) prefill tokens arrive per step,
    so a fraction P / chunk of the steps carries one (chunk = max(min(isl - cached, 8192), P)).
    TPOT = (decode step + P / chunk x (mixed step - decode step)) / accepted tokens per step,
-   (1 - a^(k+1)) / (1 - a). Prefill attention uses the prefill FLOPs per token-context-layer
-   (MLA uncompressed, ``fleet.perf.arrays``).
+   (1 - a^(k+1)) / (1 - a). ``tpot_burst_s``, the mean TPOT of a closed-loop benchmark, counts
+   the share of that interference a request's decode window holds: all of it under a mixed
+   scheduler, half under a prefill-first one, whose waves return as bursts
+   (``fleet.perf.closed_loop.prefill_share_in_decode``). Prefill attention uses the prefill
+   FLOPs per token-context-layer (MLA uncompressed, ``fleet.perf.arrays``).
 5. Prefill alone (``prefill_s``) is the same stage model at the isl - cached uncached tokens in
    passes of at most 8192 (``prefill_wave_s``: one prompt on each of the dp attention ranks in
    the same passes, a prefill-only replica's cycle); TTFT floor = prefill + one decode step; a
@@ -61,7 +64,7 @@ import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.closed_loop import ttft_closed_loop
+from fleet.perf.closed_loop import prefill_share_in_decode, ttft_closed_loop
 from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
 from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
@@ -317,8 +320,13 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     chunk = np.maximum(np.minimum(fresh, PREFILL_CHUNK_TOKENS), prefill_per_step)
     comp_a, mem_a, comm_a, hops_a = stage(micro * verify, chunk, micro)
     mixed_s = pp * (_roof(comp_a, mem_a) + comm_a) + hops_a
-    agg_step = step_s + prefill_per_step / chunk * (mixed_s - decode_s)
+    interference = prefill_per_step / chunk * (mixed_s - decode_s)
+    agg_step = step_s + interference
     tpot = agg_step / accepted
+    # A closed-loop benchmark's mean TPOT: under a prefill-first scheduler its waves return as
+    # bursts and half of a wave's prefill lands in the TTFT (closed_loop.prefill_share_in_decode).
+    share = prefill_share_in_decode(A.prefill_first[a])
+    tpot_burst = (step_s + share * interference) / accepted
 
     # (5) prefill of one request alone (TTFT floor), and a burst of batch requests at once
     one = np.ones_like(micro)
@@ -400,6 +408,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         bound=bound,
         tokens_per_step=accepted,
         tpot_s=out(tpot),
+        tpot_burst_s=out(tpot_burst),
         tokens_per_s_per_user=out(1.0 / tpot),
         tokens_per_s_per_replica=out(per_replica),
         tokens_per_s_per_device=out(per_replica / devices),

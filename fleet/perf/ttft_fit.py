@@ -39,32 +39,11 @@ from fleet.perf.calibrate import (
     with_factors,
 )
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
-from fleet.perf.engine_fit import ENGINES, fit_engine, split
+from fleet.perf.engine_fit import ENGINES, SCHEDULERS, fit_engine, split
 from fleet.perf.engines import apply
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
 
-SCHEDULERS = {
-    "trtllm": (
-        False,
-        "TensorRT-LLM in-flight batching: context chunks (max_num_tokens budget) ride in the same "
-        "step as the running generation requests (TensorRT-LLM docs, in-flight batching and "
-        "chunked context)",
-    ),
-    "vllm": (
-        False,
-        "vLLM V1 scheduler: one token budget per step (max_num_batched_tokens), running decode "
-        "requests scheduled first, waiting prompts fill the rest in chunks (vLLM docs, "
-        "optimization and tuning: chunked prefill)",
-    ),
-    "sglang": (
-        True,
-        "SGLang scheduler: a new prefill batch runs before decode whenever requests wait; "
-        "prefill and decode mix only with --enable-mixed-chunk, off by default (SGLang docs, "
-        "server arguments)",
-    ),
-}
-"""Engine id -> (prefill_first, source)."""
 GRID_MS = np.arange(0.0, 300.0 + 1e-9, 2.5)
 OVERHEAD_SOURCE = (
     "fitted on this engine's measured H100/H200 serving runs (measured_calibration.csv), seeded "
@@ -140,7 +119,7 @@ def fit_all(arrays: CatalogArrays, runs: MeasuredRuns) -> tuple[dict[str, float]
     mine = np.full(len(s.rows), np.nan)
     for e in ENGINES:
         sel = s.engine == e
-        mult = fit_engine(arrays, runs, s.rows[sel & ~s.held_out])
+        mult = fit_engine(arrays, runs, s.rows[sel & ~s.held_out], e)
         engine_arrays = apply(arrays, HOPPER, mult)
         overheads[e] = fit_overhead_ms(engine_arrays, runs, s.rows[sel & ~s.held_out], e)
         pooled[sel] = ttft_errors(arrays, runs, s.rows[sel])
@@ -180,7 +159,7 @@ def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[TtftR
             test, train = (s.engine == e) & (models == m), (s.engine == e) & (models != m)
             if not test.any():
                 continue
-            engine_arrays = apply(base, HOPPER, fit_engine(base, runs, s.rows[train]))
+            engine_arrays = apply(base, HOPPER, fit_engine(base, runs, s.rows[train], e))
             overhead = fit_overhead_ms(engine_arrays, runs, s.rows[train], e)
             p = ttft_errors(base, runs, s.rows[test])
             q = ttft_errors(with_terms(engine_arrays, e, overhead), runs, s.rows[test])
@@ -205,7 +184,7 @@ def held_out_series_check(arrays: CatalogArrays, runs: MeasuredRuns) -> list[Ttf
     mine = np.full(len(rows), np.nan)
     for e in ENGINES:
         sel = engine == e
-        engine_arrays = apply(base, HOPPER, fit_engine(base, runs, rows[sel & ~held]))
+        engine_arrays = apply(base, HOPPER, fit_engine(base, runs, rows[sel & ~held], e))
         overhead = fit_overhead_ms(engine_arrays, runs, rows[sel & ~held], e)
         pooled[sel] = ttft_errors(base, runs, rows[sel])
         mine[sel] = ttft_errors(with_terms(engine_arrays, e, overhead), runs, rows[sel])

@@ -106,6 +106,12 @@ class Estimate:
     tpot_s: FloatArray
     """Time per output token seen by a user in steady aggregated serving (incl. prefill
     interference)."""
+    tpot_burst_s: FloatArray
+    """Mean TPOT of a closed-loop benchmark at concurrency ``batch`` (the waves of
+    ``ttft_burst_s``): ``tpot_s`` under a mixed scheduler; under a prefill-first one the waves
+    return as bursts and a request's decode window holds only the prompts prefilled after its
+    own, half a wave on average (``fleet.perf.closed_loop.prefill_share_in_decode``). Compare it
+    with measured TPOTs; the planner uses ``tpot_s``."""
     tokens_per_s_per_user: FloatArray
     tokens_per_s_per_replica: FloatArray
     tokens_per_s_per_device: FloatArray
