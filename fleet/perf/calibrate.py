@@ -195,8 +195,9 @@ def held_out_series(runs: MeasuredRuns, rows: np.ndarray) -> np.ndarray:
 def held_out_check(
     arrays: CatalogArrays, runs: MeasuredRuns, catalog: Catalog, ttft_weight: float = 0.0
 ) -> tuple[dict[str, float], list[ErrorSummary]]:
-    """Re-fit on the fit series only; the errors of both sides and per weight precision of the
-    held-out side (``ErrorSummary`` groups "fit", "held-out", "held-out <precision>")."""
+    """Re-fit on the fit series only; the errors of both sides and per weight precision and per
+    engine of the held-out side (``ErrorSummary`` groups "fit", "held-out", "held-out
+    <precision>", "held-out engine <backend>"), all at the pooled factors and scheduler."""
     err = errors(arrays, runs, catalog)
     rows = err.rows[~err.duplicate]
     held = held_out_series(runs, rows)
@@ -209,6 +210,9 @@ def held_out_check(
     out = [_summary("fit", refit, fitted & ~side), _summary("held-out", refit, side)]
     for p in sorted(set(precision[side].tolist())):
         out.append(_summary(f"held-out {p}", refit, side & (precision == p)))
+    backend = np.asarray(runs.backend)[refit.rows]
+    for b in sorted(set(backend[side].tolist())):
+        out.append(_summary(f"held-out engine {b}", refit, side & (backend == b)))
     return factors, out
 
 
