@@ -133,6 +133,11 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     """Weight streaming of memory-bound NVFP4 GEMMs (scales included), where the part has FP4."""
     attention_bandwidth_fraction: PositiveFloat
     """KV-cache read of decode attention."""
+    moe_bandwidth_fraction: PositiveFloat
+    """Weight streaming of an MoE layer's routed experts (grouped GEMM), BF16 and FP8 weights."""
+    moe_fp4_bandwidth_fraction: PositiveFloat | None = None
+    """Weight streaming of routed FP4 experts (MXFP4 grouped GEMM, scales included), where the
+    part has FP4."""
     context_attention_flops_fraction: PositiveFloat
     """Fraction of the BF16 peak that prefill (context, flash) attention reaches."""
     all_reduce_link_fraction: PositiveFloat

@@ -94,6 +94,9 @@ class AcceleratorArrays:
     """Weight streaming of 8- and 16-bit weights (the BF16 column of the matrix below)."""
     bandwidth_fraction_by_precision: FloatArray
     """(n, P) weight streaming per weight precision (NVFP4 GEMVs stream slower on Blackwell)."""
+    expert_bandwidth_fraction_by_precision: FloatArray
+    """(n, P) weight streaming of an MoE layer's routed experts per weight precision (grouped
+    GEMMs stream differently from dense GEMMs on Blackwell; the same figures on Hopper)."""
     kv_bandwidth_fraction: FloatArray
     """KV-cache reads of decode attention."""
     flops_fraction: FloatArray
@@ -169,6 +172,10 @@ class CatalogArrays:
                 streaming[rows, PRECISIONS.index(p)] = four_bit_bandwidth_fraction
         new: dict[str, Any] = {"flops_fraction_by_precision": by_precision}
         new["bandwidth_fraction_by_precision"] = streaming
+        # The run-fitted family charges experts at its weight-streaming figures.
+        experts = acc.expert_bandwidth_fraction_by_precision.copy()
+        experts[rows, :] = streaming[rows, :]
+        new["expert_bandwidth_fraction_by_precision"] = experts
         kv = bandwidth_fraction if kv_bandwidth_fraction is None else kv_bandwidth_fraction
         for name, value in (
             ("kv_bandwidth_fraction", kv),
@@ -299,6 +306,9 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
     streaming = np.asarray(
         [[eff[a.id].weight_bandwidth[p] for p in PRECISIONS] for a in accs], dtype=np.float64
     )
+    expert_streaming = np.asarray(
+        [[eff[a.id].expert_bandwidth[p] for p in PRECISIONS] for a in accs], dtype=np.float64
+    )
     native = np.zeros((n, len(PRECISIONS)), dtype=bool)
     weight_only = np.zeros((n, len(PRECISIONS)), dtype=bool)
     for i, acc in enumerate(accs):
@@ -323,6 +333,7 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         scale_up_latency_s=col(lambda a: a.scale_up_latency_us * 1e-6),
         bandwidth_fraction=streaming[:, PRECISIONS.index("bf16")].copy(),
         bandwidth_fraction_by_precision=streaming,
+        expert_bandwidth_fraction_by_precision=expert_streaming,
         kv_bandwidth_fraction=col(lambda a: eff[a.id].kv_bandwidth_fraction),
         flops_fraction=flops_fraction[:, PRECISIONS.index("bf16")].copy(),
         flops_fraction_by_precision=flops_fraction,

@@ -24,6 +24,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "bandwidth": (
         "bandwidth_fraction",
         "bandwidth_fraction_by_precision",
+        "expert_bandwidth_fraction_by_precision",
         "kv_bandwidth_fraction",
     ),
     "link": ("link_fraction",),

@@ -7,6 +7,9 @@ Per accelerator with tables (``kernel_tables.SYSTEMS``), against the catalog's d
 - decode attention, per KV dtype: latency = KV bytes / (bw x f_bw) + c;
 - context (prefill) attention, BF16: latency = roof(causal FLOPs / (peak_bf16 x f_flops),
   Q/K/V/O bytes / (bw x f_bw)) + c;
+- MoE (grouped GEMM of one rank's experts, balanced routing), per expert dtype: latency =
+  roof(2 x pairs x expert params / (peak x f_flops), touched experts' bytes / (bw x f_bw)) + c
+  (``kernel_tables.moe``); the weight-streaming fraction is what the model charges experts at;
 - all-reduce and all-to-all: latency = v (n-1)/n x bytes / (link x f_link) + 2 log2(n) x h + c,
   v = 2 for all-reduce (reduce-scatter + all-gather), 1 for all-to-all; the small-message
   latency of a call on n devices is 2 log2(n) x h + c.
@@ -34,7 +37,20 @@ from fleet.perf.model import ROOF_SHARPNESS
 from fleet.perf.types import FloatArray
 
 Predict = Callable[[np.ndarray, kt.Samples], FloatArray]
-PEAK_COLUMN = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4"}
+PEAK_COLUMN = {
+    "bf16": "bf16",
+    "fp8": "fp8",
+    "fp8_block": "fp8",
+    "fp4": "fp4",
+    "mxfp4": "fp8",
+    "mxfp4_weight_only": "bf16",
+}
+"""Tensor rate a kernel computes at: MXFP4 weights with MXFP8 activations run FP8 math."""
+MOE_EIGHT_SIXTEEN = ("bf16", "fp8", "fp8_block")
+MOE_FP4 = "mxfp4"
+"""The FP4 expert kernel whose routing the table fixes: TensorRT-LLM's TRTLLM-Gen MXFP4 x MXFP8
+MoE. The NVFP4 rows are the CUTLASS kernel (balanced routing) and the TRTLLM-Gen min-latency
+kernel (DeepSeek's group-limited gate, touched experts unknown); docs/calibration.md compares."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +149,20 @@ def fit_context_attention(data: Path, acc: Accelerator) -> KernelFit:
     )  # fmt: skip
 
 
+def fit_moe(data: Path, acc: Accelerator, dtype: str) -> KernelFit:
+    peak = (acc.peak_tflops.get(PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
+    bw = acc.memory_bandwidth_bytes_per_s
+
+    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        return _roof(s.flops / (peak * x[0]), s.bytes / (bw * x[1])) + x[2] * 1e-6
+
+    return _fit(
+        acc.id, f"moe {dtype}", kt.moe(data, acc.id, dtype), predict,
+        ("flops_fraction", "bandwidth_fraction", "call_us"),
+        (0.5, 0.6, 20.0), ((0.01, 0.01, 0.0), (1.5, 1.5, 500.0)),
+    )  # fmt: skip
+
+
 def _fit_comm(acc: Accelerator, kernel: str, samples: kt.Samples, volume: float) -> KernelFit:
     link = acc.scale_up_bandwidth_bytes_per_s
 
@@ -165,6 +195,9 @@ def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
     fits = [fit_gemm(data, acc, d) for d in dtypes]
     fits += [fit_attention(data, acc, kv) for kv in ("bfloat16", "fp8")]
     fits += [fit_context_attention(data, acc)]
+    four_bit = ["fp4", MOE_FP4] if acc.peak_tflops.fp4 else ["mxfp4_weight_only"]
+    moe = list(MOE_EIGHT_SIXTEEN) + four_bit
+    fits += [fit_moe(data, acc, d) for d in moe]
     fits += [fit_all_reduce(data, acc), fit_all_to_all(data, acc)]
     return fits
 
@@ -194,6 +227,14 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
             )
         ),
         "context_attention_flops_fraction": by["context attention bf16"].params["flops_fraction"],
+        # Experts of 8/16-bit checkpoints: BF16, FP8 per-tensor and FP8 block-scaled kernels.
+        "moe_bandwidth_fraction": float(
+            np.exp(
+                np.mean(
+                    [np.log(by[f"moe {d}"].params["bandwidth_fraction"]) for d in MOE_EIGHT_SIXTEEN]
+                )
+            )
+        ),
         "all_reduce_link_fraction": by["all-reduce"].params["link_fraction"],
         "all_reduce_call_us_2": call_latency_us(by["all-reduce"], 2.0),
         "all_reduce_call_us_4": call_latency_us(by["all-reduce"], 4.0),
@@ -201,6 +242,8 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     if "gemm fp4" in by:
         out["gemm_flops_fraction.fp4"] = by["gemm fp4"].params["flops_fraction"]
         out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4"].params["bandwidth_fraction"]
+    if f"moe {MOE_FP4}" in by:
+        out["moe_fp4_bandwidth_fraction"] = by[f"moe {MOE_FP4}"].params["bandwidth_fraction"]
     return out
 
 

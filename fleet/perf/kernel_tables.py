@@ -34,6 +34,35 @@ ATTENTION_TABLE = f"attention/{ENGINE}/{ENGINE_VERSION}/generation_attention_per
 CONTEXT_ATTENTION_TABLE = f"attention/{ENGINE}/{ENGINE_VERSION}/context_attention_perf.parquet"
 ALLREDUCE_TABLE = f"comm/{ENGINE}/{ENGINE_VERSION}/custom_allreduce_perf.parquet"
 NCCL_TABLE = f"comm/nccl/{NCCL_VERSION}/nccl_perf.parquet"
+MOE_TABLE = f"moe/{ENGINE}/{ENGINE_VERSION}/moe_perf.parquet"
+MOE_DTYPES = {
+    "bfloat16": "bf16",
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+    "nvfp4": "fp4",
+    "w4a8_mxfp4_mxfp8": "mxfp4",
+    "w4a16_mxfp4": "mxfp4_weight_only",
+}
+"""MoE table dtype -> our name. mxfp4 = MXFP4 weights with MXFP8 activations (FP8 math);
+mxfp4_weight_only = MXFP4 weights dequantized to BF16 (the Hopper path)."""
+MOE_WEIGHT_BYTES = {
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0,
+    "fp4": 0.5 + 1.0 / 16.0,
+    "mxfp4": 0.5 + 1.0 / 32.0,
+    "mxfp4_weight_only": 0.5 + 1.0 / 32.0,
+}
+"""Bytes per expert weight incl. block scales (MXFP4: one E8M0 scale per 32 elements)."""
+MOE_ACTIVATION_BYTES = {"bf16": 2.0, "mxfp4_weight_only": 2.0}
+"""Bytes per activation element into the experts (1 unless listed: FP8/FP4-math kernels)."""
+MOE_MAX_TOKENS = 1024
+"""Tokens per MoE call read: decode-sized steps, where expert weight streaming is what the model
+takes from this table (prefill-sized calls are compute bound and charged at the GEMM figures)."""
+MOE_KERNELS = ("moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm")
+"""Gated (SwiGLU) kernels read with the table's balanced routing. The min-latency NVFP4 rows
+route through DeepSeek's group-limited gate (8 groups, 4 kept), so the experts they touch are not
+the balanced logits' and their bytes are unknown; the non-gated rows are one model's shape."""
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
 """Table dtype -> our name; fp8 (per-tensor scale) and fp8_block are both served as fp8."""
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5 + 1.0 / 16.0}
@@ -177,4 +206,45 @@ def _comm(d: pl.DataFrame) -> Samples:
         n=d["num_gpus"].to_numpy().astype(np.float64),
         latency_s=d["latency"].to_numpy() * 1e-3,
         held_out=held_out_keys(d.select("message_size")),
+    )
+
+
+def moe(data: Path, accelerator: str, dtype: str) -> Samples:
+    """Grouped-GEMM MoE of one rank, balanced routing: the rank's touched experts' weights.
+
+    The collector's balanced logits route T tokens to min(E, T x topk) distinct experts spread
+    evenly over all E, so a rank holding E / ep experts computes T x topk / ep (token, expert)
+    pairs and reads the weights of max(1, min(E / ep, T x topk / ep)) of its experts (the first
+    rank always holds a selected expert). Gated experts: three matrices of hidden x inter / tp.
+    FLOPs = 2 x pairs x 3 x hidden x inter / tp; bytes = touched experts' weights (scales
+    included) + the pairs' activations in and BF16 out.
+    """
+    table_dtype = next(k for k, v in MOE_DTYPES.items() if v == dtype)
+    d = pl.read_parquet(data / SYSTEMS[accelerator] / MOE_TABLE).filter(
+        (pl.col("moe_dtype") == table_dtype)
+        & (pl.col("distribution") == "balanced")
+        & pl.col("kernel_source").is_in(MOE_KERNELS)
+        & (pl.col("num_tokens") <= MOE_MAX_TOKENS)
+    )
+    t, h, inter, topk, e, tp, ep = (
+        d[c].to_numpy().astype(np.float64)
+        for c in (
+            "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+            "moe_ep_size",
+        )
+    )  # fmt: skip
+    pairs = np.maximum(t * topk / ep, 1.0)
+    touched = np.maximum(1.0, np.minimum(e / ep, t * topk / ep))
+    expert_params = 3.0 * h * inter / tp
+    act = MOE_ACTIVATION_BYTES.get(dtype, 1.0)
+    return Samples(
+        flops=2.0 * pairs * expert_params,
+        bytes=touched * expert_params * MOE_WEIGHT_BYTES[dtype] + pairs * h * (act + BF16_BYTES),
+        n=np.ones_like(t),
+        latency_s=d["latency"].to_numpy() * 1e-3,
+        held_out=held_out_keys(
+            d.select(
+                "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"
+            )
+        ),
     )

@@ -193,11 +193,11 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
 
     # Rates.
     # Bandwidths: weights stream at their precision's fraction (non-expert weights at theirs),
-    # the LM head at the BF16 one, KV reads of decode attention at the KV fraction.
+    # routed experts at the grouped-GEMM (MoE kernel) fraction of their precision, the LM head
+    # at the BF16 one, KV reads of decode attention at the KV fraction.
     peak_bw = A.memory_bandwidth_bytes_per_s[a]
-    stream = A.bandwidth_fraction_by_precision
-    bw_w = peak_bw * stream[a, wp]
-    bw_r = np.where(rp == wp, bw_w, peak_bw * stream[a, rp])
+    bw_e = peak_bw * A.expert_bandwidth_fraction_by_precision[a, wp]
+    bw_r = peak_bw * A.bandwidth_fraction_by_precision[a, rp]
     bw_head = peak_bw * A.bandwidth_fraction[a]
     bw_kv = peak_bw * A.kv_bandwidth_fraction[a]
     compute_col = np.where(A.native[a, wp], wp, _BF16)
@@ -228,7 +228,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
 
     # seconds of reading per stage step: fixed weights, all routed experts, KV per stream
     fixed_read_s = tfrac * rbytes * replicated / (tp * bw_r) + head_bytes / (pp * bw_head)
-    expert_read_s = tfrac * wbytes * experts / (n * bw_w)
+    expert_read_s = tfrac * wbytes * experts / (n * bw_e)
     kv_read_s = kv_read_per_stream / bw_kv
 
     # Compute seconds per token of a stage step: linear layers (non-expert at their precision's

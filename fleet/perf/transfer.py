@@ -8,6 +8,10 @@ family's factors and scales each by how its kernels compare with the family's
   ratio (small-m BF16/FP8 GEMMs); native FP4 is the family's BF16/FP8 figure x this part's
   gemm_fp4_bandwidth_fraction over the family's BF16/FP8 kernel figure (Hopper runs FP4 only
   weight-only, a different kernel, so its run-fitted 4-bit figure is not the reference);
+- routed MoE experts likewise, by the MoE (grouped GEMM) kernels: each family figure x
+  moe_bandwidth_fraction ratio; native FP4 = the family's BF16/FP8 figure x this part's
+  moe_fp4_bandwidth_fraction over the family's 8/16-bit MoE figure (dense weights keep the GEMM
+  figures above);
 - kv_bandwidth_fraction x attention_bandwidth_fraction ratio (KV reads of decode attention);
 - prefill attention: this part's own measured context_attention_flops_fraction (a kernel figure,
   used as it is on every part with kernel tables, Hopper included: no run-fitted figure to scale);
@@ -53,6 +57,8 @@ class ResolvedEfficiency:
     """KV-cache reads of decode attention."""
     weight_bandwidth: Fractions
     """Weight streaming per weight precision (4-bit formats may stream slower than 8/16-bit)."""
+    expert_bandwidth: Fractions
+    """Weight streaming of an MoE layer's routed experts per weight precision (grouped GEMMs)."""
     prefill_attention_flops_fraction: float
     """Fraction of the BF16 peak prefill (flash) attention reaches: the part's measured kernel
     figure; the BF16 GEMM fraction where no kernel table exists (published-speed parts)."""
@@ -76,6 +82,8 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         collective_overhead_us=e.collective_overhead_us or 0.0,
         kv_bandwidth_fraction=e.kv_bandwidth_fraction or 0.0,
         weight_bandwidth={p: four_bit if p in FOUR_BIT else bw for p in PRECISIONS},
+        # Fitted on runs (or taken as an estimate): experts stream like the other weights.
+        expert_bandwidth={p: four_bit if p in FOUR_BIT else bw for p in PRECISIONS},
         prefill_attention_flops_fraction=(
             acc.kernel.context_attention_flops_fraction if acc.kernel is not None else flops
         ),
@@ -93,6 +101,20 @@ def _kernel_flops(k: KernelFigures, precision: Precision) -> float:
     if precision == "fp4" and f.fp4 is not None:
         return f.fp4
     return f.fp8
+
+
+def _expert_bandwidth(
+    base: ResolvedEfficiency, k: KernelFigures, fam: list[KernelFigures]
+) -> Fractions:
+    """Routed-expert streaming: the family's figures x this part's MoE kernel streaming over the
+    family's 8/16-bit MoE figure; native FP4 from the family's 8/16-bit figure x this part's FP4
+    MoE kernel over the same reference (the family runs FP4 weight-only, a different kernel)."""
+    family = _geomean([x.moe_bandwidth_fraction for x in fam])
+    ratio = k.moe_bandwidth_fraction / family
+    out: Fractions = {p: min(1.0, base.weight_bandwidth[p] * ratio) for p in PRECISIONS}
+    if k.moe_fp4_bandwidth_fraction is not None:
+        out["fp4"] = min(1.0, base.bandwidth_fraction * k.moe_fp4_bandwidth_fraction / family)
+    return out
 
 
 def _hop_us(acc: Accelerator) -> float:
@@ -126,6 +148,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         weight_bw["fp4"] = min(
             1.0, base.bandwidth_fraction * k.gemm_fp4_bandwidth_fraction / family_stream
         )
+    expert_bw = _expert_bandwidth(base, k, fam)
     hop_family = _geomean([_hop_us(f) for f in family])
     extra = [
         getattr(k, f"all_reduce_call_us_{n}")
@@ -147,6 +170,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
             1.0, base.kv_bandwidth_fraction * ratio(lambda x: x.attention_bandwidth_fraction)
         ),
         weight_bandwidth=weight_bw,
+        expert_bandwidth=expert_bw,
         prefill_attention_flops_fraction=k.context_attention_flops_fraction,
     )
 

@@ -2,9 +2,10 @@
 
 The measured kernel tables separate them (docs/calibration.md): NVFP4 small-m GEMMs stream weights
 at ~0.46 of the datasheet bandwidth on B200 against ~0.71 for BF16/FP8, and decode attention reads
-KV at ~0.84 on B200 against ~0.63 on Hopper; the Hopper runs fit 4-bit weight-only streaming and
-KV reads on their own (docs/calibration.md). These tests fail if the model goes back to one
-bandwidth factor for every byte it reads.
+KV at ~0.84 on B200 against ~0.63 on Hopper; an MoE layer's routed experts (grouped GEMMs) stream
+FP4 weights at ~0.72 on B200, far above the dense NVFP4 GEMMs; the Hopper runs fit 4-bit
+weight-only streaming and KV reads on their own (docs/calibration.md). These tests fail if the
+model goes back to one bandwidth factor for every byte it reads.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def _one_factor(arrays: CatalogArrays) -> CatalogArrays:
         accelerators=dataclasses.replace(
             acc,
             bandwidth_fraction_by_precision=by_precision,
+            expert_bandwidth_fraction_by_precision=by_precision.copy(),
             kv_bandwidth_fraction=acc.bandwidth_fraction.copy(),
         ),
     )
@@ -142,3 +144,65 @@ def test_transfer_scales_each_factor_by_its_own_kernel(catalog: Catalog) -> None
         # Blackwell reads KV better than Hopper and streams NVFP4 weights worse than BF16.
         assert mine.kv_bandwidth_fraction > hopper.kv_bandwidth_fraction
         assert mine.weight_bandwidth["fp4"] < 0.7 * mine.weight_bandwidth["bf16"]
+
+
+def _experts_as_dense(arrays: CatalogArrays) -> CatalogArrays:
+    """Routed experts charged at the dense GEMM streaming figures (the MoE split undone)."""
+    acc = arrays.accelerators
+    return dataclasses.replace(
+        arrays,
+        accelerators=dataclasses.replace(
+            acc,
+            expert_bandwidth_fraction_by_precision=acc.bandwidth_fraction_by_precision.copy(),
+        ),
+    )
+
+
+def test_fp4_experts_on_b200_stream_at_the_moe_kernel_fraction(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """DeepSeek-R1 NVFP4 on 8 B200s (ep 8) at a batch that touches every expert: the routed
+    experts' read time is their bytes at the MoE kernel's FP4 streaming (~0.72 of HBM), not
+    the dense NVFP4 GEMM's (~0.47); the BF16 attention and shared weights keep theirs."""
+    configs = make_configs(
+        catalog, model="deepseek-r1", accelerator="b200", tp=8, ep=8, precision="fp4",
+        batch=256, isl=128, osl=128,
+    )  # fmt: skip
+    moe = estimate(arrays, configs).step_memory_s[0]
+    dense = estimate(_experts_as_dense(arrays), configs).step_memory_s[0]
+    eff = resolve_efficiency(catalog)["b200"]
+    ratio = eff.expert_bandwidth["fp4"] / eff.weight_bandwidth["fp4"]
+    assert ratio > 1.4
+    # the experts are most of the bytes read: the step's memory time shrinks by most of the ratio
+    assert 1.0 / ratio < moe / dense < 0.8
+    # A dense model has no routed experts: the MoE figures change nothing.
+    llama = make_configs(
+        catalog, model="llama-3.1-70b", accelerator="b200", tp=8, precision="fp4",
+        batch=1, isl=128, osl=128,
+    )  # fmt: skip
+    assert estimate(arrays, llama).step_memory_s[0] == pytest.approx(
+        estimate(_experts_as_dense(arrays), llama).step_memory_s[0]
+    )
+
+
+def test_expert_streaming_transfers_by_the_moe_kernels(catalog: Catalog) -> None:
+    """Blackwell experts: the Hopper fit x this part's MoE kernel over Hopper's (8/16-bit), FP4
+    from the Hopper 8/16-bit figure; Hopper and the estimated parts charge experts like the other
+    weights (their runs do not separate them)."""
+    eff = resolve_efficiency(catalog)
+    hopper = eff["h100-sxm"]
+    fam = [catalog.accelerator(h).kernel for h in HOPPER]
+    moe = _geo([x.moe_bandwidth_fraction for x in fam])  # type: ignore[union-attr]
+    for acc in ("b200", "gb200"):
+        k = catalog.accelerator(acc).kernel
+        assert k is not None and k.moe_fp4_bandwidth_fraction is not None
+        mine = eff[acc]
+        assert mine.expert_bandwidth["fp8"] == pytest.approx(
+            hopper.bandwidth_fraction * k.moe_bandwidth_fraction / moe
+        )
+        assert mine.expert_bandwidth["fp4"] == pytest.approx(
+            hopper.bandwidth_fraction * k.moe_fp4_bandwidth_fraction / moe
+        )
+        assert mine.expert_bandwidth["fp4"] > 1.4 * mine.weight_bandwidth["fp4"]
+    for acc in (*HOPPER, "mi300x"):
+        assert eff[acc].expert_bandwidth == eff[acc].weight_bandwidth

@@ -73,8 +73,12 @@ def test_held_out_shapes_are_predicted_as_well_as_fitted_ones(
 ) -> None:
     """Held-out medians per kernel (docs/calibration.md): GEMM <= 25%, decode attention <= 35%,
     context (prefill) attention <= 25% (measured 13-15%), collectives <= 25% (their tables have
-    ~20 message sizes, so ~5 are held out)."""
-    bound = {"gemm": 0.25, "decode": 0.35, "context": 0.25, "all-reduce": 0.25, "all-to-all": 0.25}
+    ~20 message sizes, so ~5 are held out), MoE grouped GEMMs <= 35% (measured 7-16% for
+    BF16/FP8/NVFP4 and 20-32% for MXFP4, whose table has a handful of expert shapes)."""
+    bound = {
+        "gemm": 0.25, "decode": 0.35, "context": 0.25, "all-reduce": 0.25, "all-to-all": 0.25,
+        "moe": 0.35,
+    }  # fmt: skip
     for acc_fits in fits.values():
         for f in acc_fits:
             assert f.rows_held_out > 0 and f.rows_fit > f.rows_held_out, f
