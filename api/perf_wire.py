@@ -138,6 +138,9 @@ class EstimateRow(Frozen, frozen=True):
     usable_gb_per_device: float
     step_ms: float | None
     tpot_ms: float | None
+    tpot_burst_ms: float | None
+    """TPOT a closed-loop benchmark at concurrency ``batch`` measures: ``tpot_ms`` under a
+    scheduler that mixes prefill chunks into decode steps, less under a prefill-first one."""
     ttft_floor_ms: float | None
     ttft_burst_ms: float | None
     """Mean TTFT of a closed-loop benchmark at concurrency ``batch`` (clients start together)."""
@@ -313,6 +316,7 @@ def rows(
                 usable_gb_per_device=_num(est.usable_bytes_per_device[i], 1e-9),
                 step_ms=_opt(est.step_s[i], 1e3, ok),
                 tpot_ms=_opt(est.tpot_s[i], 1e3, ok),
+                tpot_burst_ms=_opt(est.tpot_burst_s[i], 1e3, ok),
                 ttft_floor_ms=_opt(est.ttft_floor_s[i], 1e3, ok),
                 ttft_burst_ms=_opt(est.ttft_burst_s[i], 1e3, ok),
                 prefill_ms=_opt(est.prefill_s[i], 1e3, ok),

@@ -47,15 +47,18 @@ class Row:
     ints: tuple[int, ...]
     """In ``INT_COLUMNS`` order."""
     spec_acceptance: float
+    engine: str
+    """Serving engine whose factors apply (the row's ``engine`` cell, else ``--engine``)."""
 
 
 def run_csv(catalog: Catalog, path: Path, out: Path | None, *, engine: str = "any") -> int:
-    """Estimate every row with ``engine``'s factors (``fleet.perf.engines``)."""
+    """Estimate every row with its engine's factors (``fleet.perf.engines``): the row's
+    ``engine`` cell, else ``engine``. Rows of one engine go through one ``estimate`` call."""
     rows, in_columns = _read(path)
-    parsed = [_parse(catalog, row) for row in rows]
-    ok = [i for i, r in enumerate(parsed) if isinstance(r, Row)]
+    parsed = [_parse(catalog, row, engine) for row in rows]
     # Result columns over every row: bad-input rows say why, the others are filled below.
     results: dict[str, list[Any]] = {c: [""] * len(rows) for c in RESULT_COLUMNS}
+    by_engine: dict[str, list[tuple[int, Row]]] = {}
     for i, r in enumerate(parsed):
         if isinstance(r, str):
             results["fits"][i], results["problem"][i], results["error"][i] = (
@@ -63,14 +66,18 @@ def run_csv(catalog: Catalog, path: Path, out: Path | None, *, engine: str = "an
                 "bad_input",
                 r,
             )
-    if ok:
-        good = [r for r in parsed if isinstance(r, Row)]
-        configs = _configs(catalog, good)
-        arrays = engine_arrays(catalog, build_arrays(catalog), engine)
+        else:
+            by_engine.setdefault(r.engine, []).append((i, r))
+    base = build_arrays(catalog) if by_engine else None
+    for engine_id, members in by_engine.items():
+        assert base is not None  # built above whenever there are rows to estimate
+        mine = [i for i, _ in members]
+        configs = _configs(catalog, [r for _, r in members])
+        arrays = engine_arrays(catalog, base, engine_id)
         est = estimate(arrays, configs)
         for name, values in _result_columns(catalog, configs, est, arrays).items():
             column = results[name]
-            for i, value in zip(ok, values, strict=True):
+            for i, value in zip(mine, values, strict=True):
                 column[i] = _cell(value)
     _write(out, in_columns, rows, results)
     return 0
@@ -98,7 +105,7 @@ def _read(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     return rows, in_columns
 
 
-def _parse(catalog: Catalog, row: dict[str, str]) -> Row | str:
+def _parse(catalog: Catalog, row: dict[str, str], default_engine: str) -> Row | str:
     """The row's configuration, or the one-line reason it has none."""
 
     def text(name: str) -> str | None:
@@ -143,9 +150,12 @@ def _parse(catalog: Catalog, row: dict[str, str]) -> Row | str:
             raise InputError(f"spec_acceptance: {acceptance_text!r} is not a number") from None
         if not math.isfinite(acceptance):
             raise InputError(f"spec_acceptance: {acceptance_text!r} is not a finite number")
+        engine = text("engine") or default_engine
+        if engine not in catalog.engine_ids:
+            raise UnknownIdError("engine", engine, list(catalog.engine_ids))
     except InputError as err:
         return str(err)
-    return Row(model, system.id, precision, kv, ints, float(acceptance))
+    return Row(model, system.id, precision, kv, ints, float(acceptance), engine)
 
 
 def _configs(catalog: Catalog, rows: list[Row]) -> Configs:
@@ -198,7 +208,9 @@ def _result_columns(
         "fits": est.fits.astype(bool).tolist(),
         "problem": [names[p] for p in problem.tolist()],
         "tpot_ms": num(est.tpot_s, 1e3),
+        "tpot_burst_ms": num(est.tpot_burst_s, 1e3),
         "ttft_ms": num(est.ttft_floor_s, 1e3),
+        "ttft_burst_ms": num(est.ttft_burst_s, 1e3),
         "tokens_per_s_per_user": num(est.tokens_per_s_per_user, digits=1),
         "tokens_per_s_per_device": num(est.tokens_per_s_per_device, digits=1),
         "tokens_per_s_per_replica": num(est.tokens_per_s_per_replica, digits=1),

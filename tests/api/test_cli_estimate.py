@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from api.cli import build_parser, main
-from api.cli.estimate import result_row
+from api.cli.estimate import RESULT_COLUMNS, result_row
 from fleet.catalog import Catalog
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
+from fleet.perf.engines import engine_arrays
 from fleet.perf.model import estimate
 from planner.build.pipeline import token_profile
 from planner.run import load_scenario, plan_scenario
@@ -179,18 +180,11 @@ def test_from_csv_matches_one_row_at_a_time(
             spec_draft_tokens=int(r[12] or 0),
             spec_acceptance=float(r[13] or 0),
         )
-        want = result_row(one, estimate(arrays, one), 0)
+        want = result_row(one, estimate(arrays, one), 0, arrays=arrays)
         flat = {**want, **want.pop("memory")}
-        for column in (
-            "fits",
-            "tpot_ms",
-            "ttft_ms",
-            "tokens_per_s_per_user",
-            "bound",
-            "max_batch",
-            "kv_gb_per_device",
-            "memory_gb_per_device",
-        ):
+        # Every result column the CSV writes is the single estimate's (the error sentence is
+        # checked apart): a column left out of the vectorized path shows up here.
+        for column in (c for c in RESULT_COLUMNS if c != "error"):
             value = flat[column]
             cell = (
                 ""
@@ -231,3 +225,26 @@ def test_commands_load_only_what_they_need(argv: list[str], allowed: set[str]) -
     last = done.stderr.splitlines()[-1].split()
     assert last[0] == "loaded:", done.stderr
     assert set(last[1:]) <= allowed, set(last[1:]) - allowed
+
+
+def test_from_csv_engine_column_takes_each_rows_engine(
+    tmp_path: Path, catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """A run log names the engine per row: each row is estimated at its own engine's factors and
+    scheduling terms (an empty cell takes ``--engine``); an unknown engine is that row's error."""
+    src, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    lines = ["model,accelerator,batch,isl,osl,engine"]
+    lines += [f"llama-3.1-8b,h100-sxm,16,1024,256,{e}" for e in ("", "sglang", "vllm", "tgi")]
+    src.write_text("\n".join(lines) + "\n")
+    assert main(["estimate", "--from-csv", str(src), "--out", str(out), "--engine", "trtllm"]) == 0
+    got = list(csv.DictReader(out.open()))
+    one = make_configs(
+        catalog, model="llama-3.1-8b", system="hgx-h100-8", precision="fp8", batch=16
+    )
+    for row, engine in zip(got[:3], ("trtllm", "sglang", "vllm"), strict=True):
+        want = result_row(one, estimate(engine_arrays(catalog, arrays, engine), one), 0)
+        for column in ("tpot_ms", "tpot_burst_ms", "ttft_burst_ms", "tokens_per_s_per_user"):
+            assert row[column] == str(want[column]), (engine, column)
+    assert len({row["ttft_burst_ms"] for row in got[:3]}) == 3
+    assert got[3]["problem"] == "bad_input"
+    assert got[3]["error"] == "unknown engine 'tgi'; known: any, trtllm, vllm, sglang"
