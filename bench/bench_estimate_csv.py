@@ -115,7 +115,7 @@ def compute_only(path: Path) -> float:
     catalog = load_catalog()
     arrays = build_arrays(catalog)
     rows, _ = _read(path)
-    good = [r for r in (_parse(catalog, row) for row in rows) if isinstance(r, Row)]
+    good = [r for r in (_parse(catalog, row, "any") for row in rows) if isinstance(r, Row)]
     start = time.perf_counter()
     estimate(arrays, _configs(catalog, good))
     return time.perf_counter() - start
