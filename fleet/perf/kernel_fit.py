@@ -109,18 +109,31 @@ def _fit(
     )
 
 
-def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> KernelFit:
-    peak = (acc.peak_tflops.get(PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
+def _roofline(
+    acc: Accelerator,
+    kernel: str,
+    samples: kt.Samples,
+    peak_flops: float,
+    start: tuple[float, float, float],
+    most_call_us: float,
+) -> KernelFit:
+    """Fit time = max(flops / (peak x f), bytes / (HBM x b)) + a fixed call cost to ``samples``:
+    the compute and bandwidth fractions and the call cost in microseconds."""
     bw = acc.memory_bandwidth_bytes_per_s
 
     def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
-        return _roof(s.flops / (peak * x[0]), s.bytes / (bw * x[1])) + x[2] * 1e-6
+        return _roof(s.flops / (peak_flops * x[0]), s.bytes / (bw * x[1])) + x[2] * 1e-6
 
     return _fit(
-        acc.id, f"gemm {dtype}", kt.gemm(data, acc.id, dtype), predict,
-        ("flops_fraction", "bandwidth_fraction", "call_us"),
-        (0.6, 0.7, 5.0), ((0.01, 0.01, 0.0), (1.5, 1.5, 100.0)),
+        acc.id, kernel, samples, predict, ("flops_fraction", "bandwidth_fraction", "call_us"),
+        start, ((0.01, 0.01, 0.0), (1.5, 1.5, most_call_us)),
     )  # fmt: skip
+
+
+def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> KernelFit:
+    peak = (acc.peak_tflops.get(PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
+    samples = kt.gemm(data, acc.id, dtype)
+    return _roofline(acc, f"gemm {dtype}", samples, peak, (0.6, 0.7, 5.0), 100.0)
 
 
 def fit_attention(data: Path, acc: Accelerator, kv_dtype: str) -> KernelFit:
@@ -137,30 +150,14 @@ def fit_attention(data: Path, acc: Accelerator, kv_dtype: str) -> KernelFit:
 
 def fit_context_attention(data: Path, acc: Accelerator) -> KernelFit:
     peak = (acc.peak_tflops.get("bf16") or 0.0) * 1e12
-    bw = acc.memory_bandwidth_bytes_per_s
-
-    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
-        return _roof(s.flops / (peak * x[0]), s.bytes / (bw * x[1])) + x[2] * 1e-6
-
-    return _fit(
-        acc.id, "context attention bf16", kt.context_attention(data, acc.id), predict,
-        ("flops_fraction", "bandwidth_fraction", "call_us"),
-        (0.5, 0.5, 10.0), ((0.01, 0.01, 0.0), (1.5, 1.5, 200.0)),
-    )  # fmt: skip
+    samples = kt.context_attention(data, acc.id)
+    return _roofline(acc, "context attention bf16", samples, peak, (0.5, 0.5, 10.0), 200.0)
 
 
 def fit_moe(data: Path, acc: Accelerator, dtype: str) -> KernelFit:
     peak = (acc.peak_tflops.get(PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
-    bw = acc.memory_bandwidth_bytes_per_s
-
-    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
-        return _roof(s.flops / (peak * x[0]), s.bytes / (bw * x[1])) + x[2] * 1e-6
-
-    return _fit(
-        acc.id, f"moe {dtype}", kt.moe(data, acc.id, dtype), predict,
-        ("flops_fraction", "bandwidth_fraction", "call_us"),
-        (0.5, 0.6, 20.0), ((0.01, 0.01, 0.0), (1.5, 1.5, 500.0)),
-    )  # fmt: skip
+    samples = kt.moe(data, acc.id, dtype)
+    return _roofline(acc, f"moe {dtype}", samples, peak, (0.5, 0.6, 20.0), 500.0)
 
 
 def _fit_comm(acc: Accelerator, kernel: str, samples: kt.Samples, volume: float) -> KernelFit:
