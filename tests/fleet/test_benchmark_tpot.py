@@ -9,9 +9,6 @@ bars recompute SGLang's TPOT errors from shared/reference/measured_calibration.c
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -22,12 +19,10 @@ from fleet.perf.closed_loop import prefill_share_in_decode
 from fleet.perf.configs import make_configs
 from fleet.perf.engine_check import held_out_by_engine
 from fleet.perf.engines import engine_arrays
-from fleet.perf.measured import MeasuredRuns, load_measured
+from fleet.perf.measured import MeasuredRuns
 from fleet.perf.model import estimate
 from fleet.perf.types import Configs
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = REPO_ROOT.parent / "shared" / "reference"
+from tests.fleet.measured_runs import needs_runs
 
 
 def _configs(catalog: Catalog, batches: list[int], osl: int = 256) -> Configs:
@@ -79,17 +74,6 @@ def test_prefill_first_benchmark_tpot_holds_half_the_prefill(
     np.testing.assert_array_equal(first.tokens_per_s_per_device, mixed.tokens_per_s_per_device)
     # more streams replace more prompts per step: the gap grows with concurrency
     assert np.all(np.diff(mixed.tpot_burst_s - first.tpot_burst_s) > 0)
-
-
-needs_runs = pytest.mark.skipif(
-    not REFERENCE.is_dir() and not os.environ.get("CI"),
-    reason=f"measurements not available: {REFERENCE} is absent",
-)
-
-
-@pytest.fixture(scope="module")
-def runs(catalog: Catalog) -> MeasuredRuns:
-    return load_measured(catalog, REFERENCE / "measured_calibration.csv")
 
 
 def _medians(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray) -> tuple[float, float]:

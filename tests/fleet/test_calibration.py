@@ -8,9 +8,6 @@ checks the medians (docs/calibration.md publishes the tables).
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -25,23 +22,15 @@ from fleet.perf.calibrate import (
     summarize,
 )
 from fleet.perf.measured import load_measured
+from tests.fleet.measured_runs import MEASURED_CSV, needs_runs
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = Path(REPO_ROOT).parent / "shared" / "reference"
-CSV = REFERENCE / "measured_calibration.csv"
-
-# Outside CI a checkout without ../shared skips; in CI (which always has ../shared beside the
-# clone) a missing file fails, so the bound can never pass by being skipped.
-pytestmark = pytest.mark.skipif(
-    not REFERENCE.is_dir() and not os.environ.get("CI"),
-    reason=f"measurements not available: {REFERENCE} (shared/reference beside the repo) is absent",
-)
+pytestmark = needs_runs
 
 
 @pytest.fixture(scope="module")
 def result():  # type: ignore[no-untyped-def]
     catalog = load_catalog()
-    runs = load_measured(catalog, CSV)
+    runs = load_measured(catalog, MEASURED_CSV)
     err = errors(build_arrays(catalog), runs, catalog)
     return catalog, runs, err
 

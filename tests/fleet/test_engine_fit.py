@@ -19,24 +19,15 @@ from fleet.perf import engine_fit as ef
 from fleet.perf import kernel_tables as kt
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.engines import engine_arrays, flat
-from fleet.perf.measured import MeasuredRuns, load_measured
+from fleet.perf.measured import MeasuredRuns
 from fleet.perf.model import estimate
+from tests.fleet.measured_runs import REPO_ROOT, needs_runs
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = REPO_ROOT.parent / "shared" / "reference"
 WHEEL = REPO_ROOT / "build" / "aic" / "whl"
 FIGURE_TOLERANCE = 0.02
 """Relative: the catalog stores the multipliers to 3 significant digits."""
 
-pytestmark = pytest.mark.skipif(
-    not REFERENCE.is_dir() and not os.environ.get("CI"),
-    reason=f"measurements not available: {REFERENCE} is absent",
-)
-
-
-@pytest.fixture(scope="module")
-def runs(catalog: Catalog) -> MeasuredRuns:
-    return load_measured(catalog, REFERENCE / "measured_calibration.csv")
+pytestmark = needs_runs
 
 
 def _median_tpot_tput(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray) -> np.ndarray:

@@ -7,9 +7,6 @@ shared/reference/measured_calibration.csv (docs/calibration.md, "Engines: closed
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import msgspec
 import numpy as np
 import pytest
@@ -23,12 +20,10 @@ from fleet.perf.arrays import CatalogArrays
 from fleet.perf.closed_loop import BENCHMARK_WAVES, REQUEST_OVERHEAD_S, burst_share
 from fleet.perf.configs import make_configs
 from fleet.perf.engines import engine_arrays
-from fleet.perf.measured import MeasuredRuns, load_measured
+from fleet.perf.measured import MeasuredRuns
 from fleet.perf.model import estimate
 from fleet.perf.types import Configs
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = REPO_ROOT.parent / "shared" / "reference"
+from tests.fleet.measured_runs import needs_runs
 
 
 def _configs(catalog: Catalog, batches: list[int]) -> Configs:
@@ -110,17 +105,6 @@ def test_scheduling_overhead_is_bounded() -> None:
         msgspec.convert(
             {"prefill_first": False, "request_overhead_ms": -1.0, "sources": {}}, Scheduling
         )
-
-
-needs_runs = pytest.mark.skipif(
-    not REFERENCE.is_dir() and not os.environ.get("CI"),
-    reason=f"measurements not available: {REFERENCE} is absent",
-)
-
-
-@pytest.fixture(scope="module")
-def runs(catalog: Catalog) -> MeasuredRuns:
-    return load_measured(catalog, REFERENCE / "measured_calibration.csv")
 
 
 @pytest.fixture(scope="module")
