@@ -44,6 +44,7 @@ from planner.solve.master import Master
 from planner.solve.model import Structure, build_structure
 from planner.solve.repair import reconfiguration_ok, repair, round_within_reconfiguration
 from planner.solve.rolling import CHUNK_PERIODS, rolling_lp
+from planner.solve.seambound import LOOSE_TOLERANCE, TIGHT_TOLERANCE, SeamBounds, chunk_members
 from planner.solve.solution import SolveOptions
 from planner.solve.swap import improve_by_swaps
 
@@ -66,6 +67,15 @@ NEAR_REDUCED_COST = 0.05
 without (6) is within this share of their running cost of zero: the ones the limit most likely
 brings in (frontier week, limit 0.1: 148 of 686 candidates, 23 s against 70 s for all, the plan
 631.1 M against 628.6 M with the 77 used ones)."""
+
+FINAL_MASTER_S = 0.5
+"""When a bound with (6) finishes in the background as the time limit falls, the master gets
+this long past the limit to turn it into the reported bound."""
+
+PASS_REPAIR_S = 2.0
+"""The repair of each rounding of the first rolling-horizon pass (when more follow) gets this
+long: frontier week, limit 0.1, 77 candidates: 628.51 M after 2 s, 628.57 M after 7 s, while the
+next pass reaches 631.1 M."""
 
 FIRST_REPAIR_S = 0.5
 """With a limit, the repair of the rounded LP without (6) gets this long: a first plan only; the
@@ -162,6 +172,11 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         None if rolling_limit is None else build_structure(tables, rolling_limit, st.token_scale)
     )
     integer_done: set[tuple[int, ...]] = set()
+    seam_bounded: dict[tuple[int, ...], int] = {}
+    """Bounds with (6) started per combo choice (1: at ``LOOSE_TOLERANCE``, 2: also tight)."""
+    members = None if limit is None else chunk_members(relaxed, seamed)
+    # With more than one thread the bound with (6) runs beside the rolling-horizon LP.
+    bounds = None if limit is None else SeamBounds(seamed, deadline, options.threads >= 2)
 
     def padded(duals: FloatArray) -> FloatArray:
         """Row prices of ``relaxed`` on ``st``'s rows (the rows of (6) come last)."""
@@ -242,8 +257,37 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
             source += f" ({done} of {n_chunks} day chunks solved in time, the rest held steady)"
         # A partial plan gets a short repair even past the deadline: its held tail needs it.
         repair_s = FIRST_REPAIR_S if partial else None
+        if stage == 0 and len(passes.get(key, [None])) > 1 and not partial:
+            repair_s = PASS_REPAIR_S  # a later pass supersedes this plan
         offer_rounded(combo, values, None, source + ", rounded", repair_s, grace=partial)
         return left() > 0  # a chunk may also stop on an infeasible LP (tolerances): go on
+
+    def seam_bound(combo: IntArray) -> bool:
+        """Cuts with (6) within day chunks from PDLP's row prices at these prices
+        (``planner.solve.seambound``), at once or in the background: valid for every combo
+        choice, so the master's bound falls below the model without (6) where the limit
+        costs."""
+        assert bounds is not None, "the bound with (6) runs only with a reconfiguration limit"
+        key = tuple(combo.tolist())
+        seam_bounded[key] = seam_bounded.get(key, 0) + 1
+        tolerance = LOOSE_TOLERANCE if seam_bounded[key] == 1 else TIGHT_TOLERANCE
+        return bounds.start(one_hot(st, combo), tolerance)
+
+    def bound_due(key: tuple[int, ...], first_rolled: bool) -> bool:
+        """The loose bound with (6) comes after the first rolling pass (or beside it, in the
+        background); the tight one once the passes on candidate subsets are done."""
+        if key not in seam_bounded:
+            return first_rolled
+        todo = passes.get(key, [None])[rolled.get(key, 0) :]
+        return seam_bounded[key] == 1 and all(p is None for p in todo)
+
+    def absorb() -> bool:
+        """Add the finished bounds with (6) to the master; whether there were any."""
+        got = [] if bounds is None else bounds.take()
+        for priced in got:
+            assert members is not None
+            master.add_coarse(priced.cuts, members)
+        return bool(got)
 
     def exact_lp(combo: IntArray) -> bool:
         """The hour LP with (6) at these prices, (6) relaxed between day chunks (exact when the
@@ -271,34 +315,51 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if math.isfinite(mip.bound):
             master.add_value_cut(combo, mip.bound, inc.bound - mip.bound)
 
-    if not try_prices(heaviest(relaxed, root.weights)):
-        return "hour LP at the root's prices did not finish"
-    while True:
-        if inc.proven(options.gap_target):
-            return "gap target met"
-        if left() <= 0:
-            return "time limit"
-        res = master.solve(left(), max(options.gap_target / 4, 1e-9))
+    def search() -> str:
+        if not try_prices(heaviest(relaxed, root.weights)):
+            return "hour LP at the root's prices did not finish"
+        while True:
+            if inc.proven(options.gap_target):
+                return "gap target met"
+            absorb()
+            if left() <= 0:
+                return "time limit"
+            res = master.solve(left(), max(options.gap_target / 4, 1e-9))
+            if math.isfinite(res.bound):
+                inc.tighten(res.bound, "price master")
+            if inc.proven(options.gap_target):
+                return "gap target met"
+            if res.combo is None:
+                return "price master found no choice within the time limit"
+            key = tuple(res.combo.tolist())
+            first_rolled = rolled.get(key, 0) >= 1 or (bounds is not None and bounds.background)
+            if key not in lp_value:
+                if not try_prices(res.combo):
+                    return "time limit in an hour LP"
+            elif limit is not None and bound_due(key, first_rolled):
+                if not seam_bound(res.combo):
+                    return "time limit in the bound with the reconfiguration limit"
+            elif limit is not None and rolled.get(key, 0) < len(passes.get(key, [None])):
+                if not rolling(res.combo):
+                    return "time limit in the rolling-horizon LP with the reconfiguration limit"
+            elif limit is not None and key not in exact_lp_done:
+                if not exact_lp(res.combo):
+                    return "time limit in the hour LP with the reconfiguration limit"
+            elif key not in integer_done:
+                solve_integer(res.combo)
+            else:
+                return "no further progress: the master's best choice is solved exactly"
+
+    try:
+        why = search()
+    finally:
+        if bounds is not None:
+            bounds.close()
+    if absorb():  # a bound with (6) finished as the search stopped: read it, briefly
+        res = master.solve(FINAL_MASTER_S, max(options.gap_target / 4, 1e-9))
         if math.isfinite(res.bound):
             inc.tighten(res.bound, "price master")
-        if inc.proven(options.gap_target):
-            return "gap target met"
-        if res.combo is None:
-            return "price master found no choice within the time limit"
-        key = tuple(res.combo.tolist())
-        if key not in lp_value:
-            if not try_prices(res.combo):
-                return "time limit in an hour LP"
-        elif limit is not None and rolled.get(key, 0) < len(passes.get(key, [None])):
-            if not rolling(res.combo):
-                return "time limit in the rolling-horizon LP with the reconfiguration limit"
-        elif limit is not None and key not in exact_lp_done:
-            if not exact_lp(res.combo):
-                return "time limit in the hour LP with the reconfiguration limit"
-        elif key not in integer_done:
-            solve_integer(res.combo)
-        else:
-            return "no further progress: the master's best choice is solved exactly"
+    return why
 
 
 def candidate_passes(
