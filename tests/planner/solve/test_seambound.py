@@ -72,10 +72,6 @@ def test_master_with_chunk_cuts_bounds_the_optimum(seed: int) -> None:
         master.add_coarse(priced.cuts, members)
         res = master.solve(10.0, 1e-9)
         assert res.bound >= expected - 1e-6 * max(1.0, abs(expected))
-        assert (
-            priced.value >= res.bound - 1e-6 * max(1.0, abs(res.bound))
-            or not np.isclose(z, one_hot(relaxed, res.combo)).all()
-        )
 
 
 @pytest.mark.parametrize("threads", [1, 2])
