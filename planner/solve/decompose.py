@@ -72,6 +72,11 @@ FINAL_MASTER_S = 0.5
 """When a bound with (6) finishes in the background as the time limit falls, the master gets
 this long past the limit to turn it into the reported bound."""
 
+LIMIT_COSTS = 1e-3
+"""The tight bound with (6) at a combo choice is computed only when the loose one fell this
+share below the LP without (6) there (frontier, limit 0.1: 0.25% below; multi-region, limit
+0.2: above it, and a second PDLP run only takes the cores from the plan's passes)."""
+
 PASS_REPAIR_S = 2.0
 """The repair of each rounding of the first rolling-horizon pass (when more follow) gets this
 long: frontier week, limit 0.1, 77 candidates: 628.51 M after 2 s, 628.57 M after 7 s, while the
@@ -174,6 +179,9 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     integer_done: set[tuple[int, ...]] = set()
     seam_bounded: dict[tuple[int, ...], int] = {}
     """Bounds with (6) started per combo choice (1: at ``LOOSE_TOLERANCE``, 2: also tight)."""
+    limit_costs: set[tuple[int, ...]] = set()
+    """Combo choices whose loose bound with (6) fell below their LP without (6): only these
+    get the tight one."""
     members = None if limit is None else chunk_members(relaxed, seamed)
     # With more than one thread the bound with (6) runs beside the rolling-horizon LP.
     bounds = None if limit is None else SeamBounds(seamed, deadline, options.threads >= 2)
@@ -279,7 +287,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if key not in seam_bounded:
             return first_rolled
         todo = passes.get(key, [None])[rolled.get(key, 0) :]
-        return seam_bounded[key] == 1 and all(p is None for p in todo)
+        return seam_bounded[key] == 1 and key in limit_costs and all(p is None for p in todo)
 
     def absorb() -> bool:
         """Add the finished bounds with (6) to the master; whether there were any."""
@@ -287,6 +295,9 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         for priced in got:
             assert members is not None
             master.add_coarse(priced.cuts, members)
+            key = tuple(np.flatnonzero(priced.z > 0.5).tolist())
+            if priced.value < lp_value.get(key, math.inf) - LIMIT_COSTS * abs(priced.value):
+                limit_costs.add(key)
         return bool(got)
 
     def exact_lp(combo: IntArray) -> bool:
@@ -315,7 +326,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if math.isfinite(mip.bound):
             master.add_value_cut(combo, mip.bound, inc.bound - mip.bound)
 
-    def search() -> str:
+    def improve() -> str:
         if not try_prices(heaviest(relaxed, root.weights)):
             return "hour LP at the root's prices did not finish"
         while True:
@@ -351,7 +362,7 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
                 return "no further progress: the master's best choice is solved exactly"
 
     try:
-        why = search()
+        why = improve()
     finally:
         if bounds is not None:
             bounds.close()

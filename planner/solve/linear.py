@@ -29,6 +29,7 @@ from ortools.math_opt import (
 )
 from ortools.math_opt.core.python import solver as mathopt_core
 from ortools.math_opt.python import init_arguments
+from ortools.util.python.pybind_solve_interrupter import PySolveInterrupter
 from pybind11_abseil.status import StatusNotOk
 from scipy import sparse
 
@@ -139,9 +140,11 @@ def solve_program(
     relative_gap: float = 1e-4,
     threads: int = 1,
     pdlp_tolerance: float = 1e-4,
+    interrupter: PySolveInterrupter | None = None,
 ) -> LinearResult:
     """Solve ``lp`` and read the proto result into arrays; termination is checked first.
-    ``pdlp_tolerance``: PDLP's relative and absolute optimality tolerance (PDLP only)."""
+    ``pdlp_tolerance``: PDLP's relative and absolute optimality tolerance (PDLP only);
+    ``interrupter``: another thread may stop the solve through it."""
     proto = to_proto(lp)
     params = parameters_pb2.SolveParametersProto()
     params.time_limit.FromTimedelta(_seconds(time_limit_s))
@@ -160,7 +163,7 @@ def solve_program(
         criteria.eps_optimal_absolute = pdlp_tolerance
     # GLOP is sequential; SCIP through MathOpt fails with threads > 1 ("GScipOutput UNKNOWN").
     try:
-        result = _solve(proto, engine, params)
+        result = _solve(proto, engine, params, interrupter)
     except StatusNotOk as err:  # a solver failure is an outcome, not a crash of the plan
         return LinearResult(Outcome.ERROR, math.nan, math.inf, None, None, str(err), 0.0)
     out = _read(result, lp, is_mip)
@@ -170,7 +173,10 @@ def solve_program(
 
 
 def _solve(
-    proto: model_pb2.ModelProto, engine: Engine, params: parameters_pb2.SolveParametersProto
+    proto: model_pb2.ModelProto,
+    engine: Engine,
+    params: parameters_pb2.SolveParametersProto,
+    interrupter: PySolveInterrupter | None = None,
 ) -> result_pb2.SolveResultProto:
     return mathopt_core.solve(
         proto,
@@ -181,7 +187,7 @@ def _solve(
         None,
         callback_pb2.CallbackRegistrationProto(),
         None,
-        None,
+        interrupter,
     )
 
 

@@ -21,13 +21,13 @@ satisfies these together with the cuts of the model without (6).
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+from ortools.util.python.pybind_solve_interrupter import PySolveInterrupter
 from scipy import sparse
 
 from planner.solve.cuts import Cuts, benders_cuts
@@ -50,9 +50,10 @@ TIGHT_TOLERANCE = 1e-4
 class ChunkBound:
     cuts: Cuts
     """One cut per chunk (the groups of the chunked structure)."""
+    z: FloatArray
+    """(combos,): the combo weights the prices were computed at."""
     value: float
-    """The cuts at the combo weights they were computed at, less the unserved penalty: a bound
-    on the objective there."""
+    """The cuts at ``z``, less the unserved penalty: a bound on the objective there."""
 
 
 def chunk_bound(
@@ -60,11 +61,11 @@ def chunk_bound(
     z: FloatArray,
     deadline: float,
     tolerance: float = LOOSE_TOLERANCE,
-    stop: threading.Event | None = None,
+    interrupter: PySolveInterrupter | None = None,
 ) -> ChunkBound | None:
     """Per-chunk cuts of ``seamed`` (built with the limit and ``chunk_periods``) from PDLP's row
-    prices at combo weights ``z``; None when the deadline passes (or ``stop`` is set) before
-    every chunk is priced (a chunk without prices would give a useless bound)."""
+    prices at combo weights ``z``; None when the deadline passes (or ``interrupter`` fires)
+    before every chunk is priced (a chunk without prices would give a useless bound)."""
     full = seamed.fixed(z)
     duals = np.zeros(seamed.n_rows)
     for g in range(seamed.n_groups):
@@ -73,15 +74,21 @@ def chunk_bound(
         if cols.size == 0:
             continue
         left = deadline - time.perf_counter()
-        if left <= 0 or (stop is not None and stop.is_set()):
+        if left <= 0 or (interrupter is not None and interrupter.interrupted):
             return None
-        res = solve_program(full.restrict(rows, cols), Engine.PDLP, left, pdlp_tolerance=tolerance)
+        res = solve_program(
+            full.restrict(rows, cols),
+            Engine.PDLP,
+            left,
+            pdlp_tolerance=tolerance,
+            interrupter=interrupter,
+        )
         if res.duals is None:
             return None
         duals[rows] = res.duals
     cuts = benders_cuts(seamed, duals)
     value = cuts.value(z) - float(seamed.combo_penalty_usd @ z)
-    return ChunkBound(cuts=cuts, value=value)
+    return ChunkBound(cuts=cuts, z=z, value=value)
 
 
 def chunk_members(relaxed: Structure, seamed: Structure) -> sparse.csr_array:
@@ -112,7 +119,7 @@ class SeamBounds:
     background: bool
     _done: list[ChunkBound] = field(default_factory=list)
     _pending: list[Future[ChunkBound | None]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
+    _stop: PySolveInterrupter = field(default_factory=PySolveInterrupter)
     _pool: ThreadPoolExecutor | None = None
 
     def start(self, z: FloatArray, tolerance: float) -> bool:
@@ -141,7 +148,7 @@ class SeamBounds:
         return out
 
     def close(self) -> None:
-        """Stop the worker after its current chunk (bounded by the deadline) and wait for it."""
-        self._stop.set()
+        """Interrupt the worker's solve and wait for it to return."""
+        self._stop.interrupt()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
