@@ -17,7 +17,10 @@ With a reconfiguration limit, bounds and cuts come from the model without (6) (a
 plans are rounded within the limit, and a choice the master insists on is solved, in turn, as a
 rolling-horizon LP with (6) (``planner.solve.rolling``; day chunks, first on the candidates the LP
 without (6) uses, then adding those near zero reduced cost, then on all: plans only), as the LP
-with (6) within day chunks (HiGHS; a relaxation: a value cut), then with integer replicas.
+with (6) within day chunks (HiGHS; a relaxation: a value cut), then with integer replicas. After
+its first rolling pass (beside it, in a worker thread, with ``threads`` >= 2) the LP with (6)
+within day chunks is priced by PDLP (``planner.solve.seambound``): coarse cuts with (6), valid for
+every choice; a second, tighter pricing follows the passes on candidate subsets.
 Every plan reported is complete and feasible: the first ones are the greedy baseline and the
 provider's plan at list prices (``planner.solve.provider``; with a reconfiguration limit, the
 greedy plan's steady part grown within the limit), found before any LP is solved. When the root
