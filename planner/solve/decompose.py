@@ -18,9 +18,9 @@ plans are rounded within the limit, and a choice the master insists on is solved
 rolling-horizon LP with (6) (``planner.solve.rolling``; day chunks, first on the candidates the LP
 without (6) uses, then adding those near zero reduced cost, then on all: plans only), as the LP
 with (6) within day chunks (HiGHS; a relaxation: a value cut), then with integer replicas. After
-its first rolling pass (beside it, in a worker thread, with ``threads`` >= 2) the LP with (6)
-within day chunks is priced by PDLP (``planner.solve.seambound``): coarse cuts with (6), valid for
-every choice; a second, tighter pricing follows the passes on candidate subsets.
+its first rolling pass (beside the next ones, in a worker thread, with ``threads`` >= 2) the LP
+with (6) within day chunks is priced by PDLP (``planner.solve.seambound``): coarse cuts with
+(6), valid for every choice; a second, tighter pricing follows the passes on candidate subsets.
 Every plan reported is complete and feasible: the first ones are the greedy baseline and the
 provider's plan at list prices (``planner.solve.provider``; with a reconfiguration limit, the
 greedy plan's steady part grown within the limit), found before any LP is solved. When the root
@@ -285,8 +285,8 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         return bounds.start(one_hot(st, combo), tolerance)
 
     def bound_due(key: tuple[int, ...], first_rolled: bool) -> bool:
-        """The loose bound with (6) comes after the first rolling pass (or beside it, in the
-        background); the tight one once the passes on candidate subsets are done."""
+        """The loose bound with (6) comes after the first rolling pass (beside the next ones, in
+        the background); the tight one once the passes on candidate subsets are done."""
         if key not in seam_bounded:
             return first_rolled
         todo = passes.get(key, [None])[rolled.get(key, 0) :]
@@ -346,7 +346,9 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
             if res.combo is None:
                 return "price master found no choice within the time limit"
             key = tuple(res.combo.tolist())
-            first_rolled = rolled.get(key, 0) >= 1 or (bounds is not None and bounds.background)
+            # The bound waits for the first rolling pass (in the background too: beside it, it
+            # slowed the pass past 15 s at frontier, where the pass alone ends in 10-14 s).
+            first_rolled = rolled.get(key, 0) >= 1
             if key not in lp_value:
                 if not try_prices(res.combo):
                     return "time limit in an hour LP"
