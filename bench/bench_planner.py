@@ -4,6 +4,9 @@
     /work/venv/bin/python bench/bench_planner.py --sizes frontier --seeds 1 2 3 --time-limit 15
     /work/venv/bin/python bench/bench_planner.py --sizes region --methods decompose highs scip
     /work/venv/bin/python bench/bench_planner.py --scenarios scenarios/*.toml   # real front half
+    # the reconfiguration limit at scale (docs/solver.md, "Known limits"):
+    /work/venv/bin/python bench/bench_planner.py --sizes multi_region frontier \
+        --reconfiguration-limit 0.1 --time-limit 60 --verbose
 
 Columns: generation and model build time, solve time, status, proven gap, objective (revenue -
 cost - penalty, USD over the horizon), and the objective of baselines on the same instance

@@ -17,7 +17,10 @@ With a reconfiguration limit, bounds and cuts come from the model without (6) (a
 plans are rounded within the limit, and a choice the master insists on is solved, in turn, as a
 rolling-horizon LP with (6) (``planner.solve.rolling``; day chunks, first on the candidates the LP
 without (6) uses, then adding those near zero reduced cost, then on all: plans only), as the LP
-with (6) within day chunks (HiGHS; a relaxation: a value cut), then with integer replicas.
+with (6) within day chunks (HiGHS; a relaxation: a value cut), then with integer replicas. After
+its first rolling pass (beside the next ones, in a worker thread, with ``threads`` >= 2) the LP
+with (6) within day chunks is priced by PDLP (``planner.solve.seambound``): coarse cuts with
+(6), valid for every choice; a second, tighter pricing follows the passes on candidate subsets.
 Every plan reported is complete and feasible: the first ones are the greedy baseline and the
 provider's plan at list prices (``planner.solve.provider``; with a reconfiguration limit, the
 greedy plan's steady part grown within the limit), found before any LP is solved. When the root
@@ -44,6 +47,7 @@ from planner.solve.master import Master
 from planner.solve.model import Structure, build_structure
 from planner.solve.repair import reconfiguration_ok, repair, round_within_reconfiguration
 from planner.solve.rolling import CHUNK_PERIODS, rolling_lp
+from planner.solve.seambound import LOOSE_TOLERANCE, TIGHT_TOLERANCE, SeamBounds, chunk_members
 from planner.solve.solution import SolveOptions
 from planner.solve.swap import improve_by_swaps
 
@@ -73,6 +77,20 @@ model was solved at 0.9 x ``gap_target`` is solved once more at 0.9 x ``stop_gap
 this share of the time left and twice the time spent so far (plus a second): a tighter integer
 gap costs seconds where it helps (hardware-generations: 0.071% -> 0.035-0.042%) and would take the
 whole limit where the first gap was already the bound's (batch-tier-backfill: 0.6 s -> 30 s)."""
+
+FINAL_MASTER_S = 0.5
+"""When a bound with (6) finishes in the background as the time limit falls, the master gets
+this long past the limit to turn it into the reported bound."""
+
+LIMIT_COSTS = 1e-3
+"""The tight bound with (6) at a combo choice is computed only when the loose one fell this
+share below the LP without (6) there (frontier, limit 0.1: 0.25% below; multi-region, limit
+0.2: above it, and a second PDLP run only takes the cores from the plan's passes)."""
+
+PASS_REPAIR_S = 2.0
+"""The repair of each rounding of the first rolling-horizon pass (when more follow) gets this
+long: frontier week, limit 0.1, 77 candidates: 628.51 M after 2 s, 628.57 M after 7 s, while the
+next pass reaches 631.1 M."""
 
 FIRST_REPAIR_S = 0.5
 """With a limit, the repair of the rounded LP without (6) gets this long: a first plan only; the
@@ -171,6 +189,14 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
     )
     integer_done: set[tuple[int, ...]] = set()
     polished: set[tuple[int, ...]] = set()
+    seam_bounded: dict[tuple[int, ...], int] = {}
+    """Bounds with (6) started per combo choice (1: at ``LOOSE_TOLERANCE``, 2: also tight)."""
+    limit_costs: set[tuple[int, ...]] = set()
+    """Combo choices whose loose bound with (6) fell below their LP without (6): only these
+    get the tight one."""
+    members = None if limit is None else chunk_members(relaxed, seamed)
+    # With more than one thread the bound with (6) runs beside the rolling-horizon LP.
+    bounds = None if limit is None else SeamBounds(seamed, deadline, options.threads >= 2)
 
     def padded(duals: FloatArray) -> FloatArray:
         """Row prices of ``relaxed`` on ``st``'s rows (the rows of (6) come last)."""
@@ -251,8 +277,40 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
             source += f" ({done} of {n_chunks} day chunks solved in time, the rest held steady)"
         # A partial plan gets a short repair even past the deadline: its held tail needs it.
         repair_s = FIRST_REPAIR_S if partial else None
+        if stage == 0 and len(passes.get(key, [None])) > 1 and not partial:
+            repair_s = PASS_REPAIR_S  # a later pass supersedes this plan
         offer_rounded(combo, values, None, source + ", rounded", repair_s, grace=partial)
         return left() > 0  # a chunk may also stop on an infeasible LP (tolerances): go on
+
+    def seam_bound(combo: IntArray) -> bool:
+        """Cuts with (6) within day chunks from PDLP's row prices at these prices
+        (``planner.solve.seambound``), at once or in the background: valid for every combo
+        choice, so the master's bound falls below the model without (6) where the limit
+        costs."""
+        assert bounds is not None, "the bound with (6) runs only with a reconfiguration limit"
+        key = tuple(combo.tolist())
+        seam_bounded[key] = seam_bounded.get(key, 0) + 1
+        tolerance = LOOSE_TOLERANCE if seam_bounded[key] == 1 else TIGHT_TOLERANCE
+        return bounds.start(one_hot(st, combo), tolerance)
+
+    def bound_due(key: tuple[int, ...], first_rolled: bool) -> bool:
+        """The loose bound with (6) comes after the first rolling pass (beside the next ones, in
+        the background); the tight one once the passes on candidate subsets are done."""
+        if key not in seam_bounded:
+            return first_rolled
+        todo = passes.get(key, [None])[rolled.get(key, 0) :]
+        return seam_bounded[key] == 1 and key in limit_costs and all(p is None for p in todo)
+
+    def absorb() -> bool:
+        """Add the finished bounds with (6) to the master; whether there were any."""
+        got = [] if bounds is None else bounds.take()
+        for priced in got:
+            assert members is not None
+            master.add_coarse(priced.cuts, members)
+            key = tuple(np.flatnonzero(priced.z > 0.5).tolist())
+            if priced.value < lp_value.get(key, math.inf) - LIMIT_COSTS * abs(priced.value):
+                limit_costs.add(key)
+        return bool(got)
 
     def exact_lp(combo: IntArray) -> bool:
         """The hour LP with (6) at these prices, (6) relaxed between day chunks (exact when the
@@ -278,39 +336,58 @@ def decompose(st: Structure, options: SolveOptions, inc: Incumbent, deadline: fl
         if math.isfinite(mip.bound):
             master.add_value_cut(combo, mip.bound, inc.bound - mip.bound)
 
-    if not try_prices(heaviest(relaxed, root.weights)):
-        return "hour LP at the root's prices did not finish"
-    while True:
-        if inc.proven(options.stop_gap):
-            return "gap target met"
-        if left() <= 0:
-            return "time limit"
-        res = master.solve(left(), max(options.gap_target / 4, 1e-9))
+    def improve() -> str:
+        if not try_prices(heaviest(relaxed, root.weights)):
+            return "hour LP at the root's prices did not finish"
+        while True:
+            if inc.proven(options.stop_gap):
+                return "gap target met"
+            absorb()
+            if left() <= 0:
+                return "time limit"
+            res = master.solve(left(), max(options.gap_target / 4, 1e-9))
+            if math.isfinite(res.bound):
+                inc.tighten(res.bound, "price master")
+            if inc.proven(options.stop_gap):
+                return "gap target met"
+            if res.combo is None:
+                return "price master found no choice within the time limit"
+            key = tuple(res.combo.tolist())
+            # The bound waits for the first rolling pass (in the background too: beside it, it
+            # slowed the pass past 15 s at frontier, where the pass alone ends in 10-14 s).
+            first_rolled = rolled.get(key, 0) >= 1
+            if key not in lp_value:
+                if not try_prices(res.combo):
+                    return "time limit in an hour LP"
+            elif limit is not None and bound_due(key, first_rolled):
+                if not seam_bound(res.combo):
+                    return "time limit in the bound with the reconfiguration limit"
+            elif limit is not None and rolled.get(key, 0) < len(passes.get(key, [None])):
+                if not rolling(res.combo):
+                    return "time limit in the rolling-horizon LP with the reconfiguration limit"
+            elif limit is not None and key not in exact_lp_done:
+                if not exact_lp(res.combo):
+                    return "time limit in the hour LP with the reconfiguration limit"
+            elif key not in integer_done:
+                solve_integer(res.combo, options.gap_target, deadline)
+            elif key not in polished and options.stop_gap < options.gap_target:
+                polished.add(key)
+                now = time.perf_counter()
+                budget = min(POLISH_SHARE * left(), 2.0 * (now - begun) + 1.0)
+                solve_integer(res.combo, options.stop_gap, min(deadline, now + budget))
+            else:
+                return "no further progress: the master's best choice is solved exactly"
+
+    try:
+        why = improve()
+    finally:
+        if bounds is not None:
+            bounds.close()
+    if absorb():  # a bound with (6) finished as the search stopped: read it, briefly
+        res = master.solve(FINAL_MASTER_S, max(options.gap_target / 4, 1e-9))
         if math.isfinite(res.bound):
             inc.tighten(res.bound, "price master")
-        if inc.proven(options.stop_gap):
-            return "gap target met"
-        if res.combo is None:
-            return "price master found no choice within the time limit"
-        key = tuple(res.combo.tolist())
-        if key not in lp_value:
-            if not try_prices(res.combo):
-                return "time limit in an hour LP"
-        elif limit is not None and rolled.get(key, 0) < len(passes.get(key, [None])):
-            if not rolling(res.combo):
-                return "time limit in the rolling-horizon LP with the reconfiguration limit"
-        elif limit is not None and key not in exact_lp_done:
-            if not exact_lp(res.combo):
-                return "time limit in the hour LP with the reconfiguration limit"
-        elif key not in integer_done:
-            solve_integer(res.combo, options.gap_target, deadline)
-        elif key not in polished and options.stop_gap < options.gap_target:
-            polished.add(key)
-            now = time.perf_counter()
-            budget = min(POLISH_SHARE * left(), 2.0 * (now - begun) + 1.0)
-            solve_integer(res.combo, options.stop_gap, min(deadline, now + budget))
-        else:
-            return "no further progress: the master's best choice is solved exactly"
+    return why
 
 
 def candidate_passes(

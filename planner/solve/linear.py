@@ -12,6 +12,7 @@ Dual values are returned in the convention of the maximization: ``y >= 0`` on a 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from ortools.math_opt import (
 )
 from ortools.math_opt.core.python import solver as mathopt_core
 from ortools.math_opt.python import init_arguments
+from ortools.util.python.pybind_solve_interrupter import PySolveInterrupter
 from pybind11_abseil.status import StatusNotOk
 from scipy import sparse
 
@@ -41,6 +43,10 @@ class Engine(Enum):
     HIGHS = parameters_pb2.SOLVER_TYPE_HIGHS
     SCIP = parameters_pb2.SOLVER_TYPE_GSCIP
     CPSAT = parameters_pb2.SOLVER_TYPE_CP_SAT
+    PDLP = parameters_pb2.SOLVER_TYPE_PDLP
+    """First-order LP method: approximate primal and dual values, fast on large LPs. Its row
+    prices are used only through weak duality (``planner.solve.cuts``), valid however
+    approximate."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +139,12 @@ def solve_program(
     *,
     relative_gap: float = 1e-4,
     threads: int = 1,
+    pdlp_tolerance: float = 1e-4,
+    interrupter: PySolveInterrupter | None = None,
 ) -> LinearResult:
-    """Solve ``lp`` and read the proto result into arrays; termination is checked first."""
+    """Solve ``lp`` and read the proto result into arrays; termination is checked first.
+    ``pdlp_tolerance``: PDLP's relative and absolute optimality tolerance (PDLP only);
+    ``interrupter``: another thread may stop the solve through it."""
     proto = to_proto(lp)
     params = parameters_pb2.SolveParametersProto()
     params.time_limit.FromTimedelta(_seconds(time_limit_s))
@@ -147,16 +157,26 @@ def solve_program(
         params.highs.int_options["threads"] = max(1, threads)
     elif engine is Engine.CPSAT:
         params.threads = max(1, threads)
+    elif engine is Engine.PDLP:
+        criteria = params.pdlp.termination_criteria.simple_optimality_criteria
+        criteria.eps_optimal_relative = pdlp_tolerance
+        criteria.eps_optimal_absolute = pdlp_tolerance
     # GLOP is sequential; SCIP through MathOpt fails with threads > 1 ("GScipOutput UNKNOWN").
     try:
-        result = _solve(proto, engine, params)
+        result = _solve(proto, engine, params, interrupter)
     except StatusNotOk as err:  # a solver failure is an outcome, not a crash of the plan
         return LinearResult(Outcome.ERROR, math.nan, math.inf, None, None, str(err), 0.0)
-    return _read(result, lp, is_mip)
+    out = _read(result, lp, is_mip)
+    if engine is Engine.PDLP:  # its objective is approximate: no proven bound from it
+        out = dataclasses.replace(out, bound=math.inf)
+    return out
 
 
 def _solve(
-    proto: model_pb2.ModelProto, engine: Engine, params: parameters_pb2.SolveParametersProto
+    proto: model_pb2.ModelProto,
+    engine: Engine,
+    params: parameters_pb2.SolveParametersProto,
+    interrupter: PySolveInterrupter | None = None,
 ) -> result_pb2.SolveResultProto:
     return mathopt_core.solve(
         proto,
@@ -167,7 +187,7 @@ def _solve(
         None,
         callback_pb2.CallbackRegistrationProto(),
         None,
-        None,
+        interrupter,
     )
 
 
@@ -196,10 +216,14 @@ def _read(res: result_pb2.SolveResultProto, lp: LinearProgram, is_mip: bool) -> 
             values[np.asarray(vv.ids, dtype=np.int64)] = np.asarray(vv.values)
             objective = float(primal.objective_value)
             if not is_mip and sol.HasField("dual_solution"):
-                dv = sol.dual_solution.dual_values
-                duals = np.zeros(lp.row_upper.shape[0])
-                duals[np.asarray(dv.ids, dtype=np.int64)] = np.asarray(dv.values)
+                duals = _dual_values(sol, lp)
             break
+    if duals is None and not is_mip:
+        # An iterative method stopped early (PDLP on its time limit) may still return row
+        # prices: keep them, they bound the LP through weak duality whatever their accuracy.
+        with_duals = [sol for sol in res.solutions if sol.HasField("dual_solution")]
+        if with_duals:
+            duals = _dual_values(with_duals[0], lp)
     if reason == result_pb2.TERMINATION_REASON_OPTIMAL and values is not None:
         outcome = Outcome.OPTIMAL
         if not is_mip:
@@ -214,3 +238,10 @@ def _read(res: result_pb2.SolveResultProto, lp: LinearProgram, is_mip: bool) -> 
     else:
         outcome = Outcome.ERROR
     return LinearResult(outcome, objective, bound, values, duals, detail, solve_s)
+
+
+def _dual_values(sol: result_pb2.SolutionProto, lp: LinearProgram) -> FloatArray:
+    dv = sol.dual_solution.dual_values
+    duals = np.zeros(lp.row_upper.shape[0])
+    duals[np.asarray(dv.ids, dtype=np.int64)] = np.asarray(dv.values)
+    return duals

@@ -3,6 +3,8 @@
     max  sum_g theta_g - penalty.z
     s.t. (1) sum_{m in f} z_m = 1                       for each family f
          theta_g <= alpha_g + beta_g.z                  every cut collected so far
+         sum_{g in k} theta_g <= alpha_k + beta_k.z     a coarse cut per union k of groups
+                                                        (``planner.solve.seambound``)
          sum_g theta_g - penalty.z <= bound_k + M_k (F - sum_f z_{f, m_k(f)})
                                                         a value cut per combo choice m_k that
                                                         has been solved with integer replicas
@@ -47,6 +49,10 @@ class Master:
     alphas: list[FloatArray] = field(default_factory=list)
     betas: list[sparse.csr_array] = field(default_factory=list)
     value_cuts: list[tuple[IntArray, float, float]] = field(default_factory=list)
+    coarse: list[tuple[FloatArray, sparse.csr_array, sparse.csr_array]] = field(
+        default_factory=list
+    )
+    """Coarse cuts: (alpha (k,), beta (k, combos), members (k, groups))."""
 
     def add(self, cuts: Cuts) -> None:
         """Add the cuts, skipping any group whose cut is already in (same point, same cut)."""
@@ -64,6 +70,10 @@ class Master:
         keep_beta = np.where(fresh[:, None], beta, self.betas[0].toarray() if self.betas else beta)
         self.alphas.append(keep_alpha)
         self.betas.append(sparse.csr_array(keep_beta))
+
+    def add_coarse(self, cuts: Cuts, members: sparse.csr_array) -> None:
+        """Cuts on sums of thetas: row k bounds the sum of the groups ``members[k]`` marks."""
+        self.coarse.append((cuts.alpha.copy(), sparse.csr_array(cuts.beta), members))
 
     def add_value_cut(self, combo: IntArray, bound: float, big_m: float) -> None:
         self.value_cuts.append((combo.copy(), bound, max(big_m, 0.0) + 1.0))
@@ -90,6 +100,10 @@ class Master:
             blocks.append(sparse.hstack([-beta, theta]))
             lo.append(np.full(k, -np.inf))
             hi.append(np.concatenate(self.alphas))
+        for alpha, beta_k, members in self.coarse:
+            blocks.append(sparse.hstack([-beta_k, members], format="csr"))
+            lo.append(np.full(alpha.shape[0], -np.inf))
+            hi.append(alpha)
         for combo, bound, big_m in self.value_cuts:
             row = np.concatenate([self.combo_penalty * -1.0, np.ones(g)])
             row[combo] += big_m

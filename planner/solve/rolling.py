@@ -54,6 +54,8 @@ def rolling_lp(
     chunk_periods: int = CHUNK_PERIODS,
     threads: int = 1,
     candidates: BoolArray | None = None,
+    engine: Engine = Engine.HIGHS,
+    pdlp_tolerance: float = 1e-4,
 ) -> tuple[FloatArray, int, int] | None:
     """(cols,) column values of ``st`` (built with the limit, one group) at combo weights ``z``,
     chunk after chunk, with the number of chunks solved and of chunks in all. When the deadline
@@ -102,7 +104,11 @@ def rolling_lp(
                 row_upper=sub.row_upper - fixed_part[rows],
             )
         left = deadline - time.perf_counter()
-        res = None if left <= 0 else solve_program(sub, Engine.HIGHS, left, threads=threads)
+        res = (
+            None
+            if left <= 0
+            else solve_program(sub, engine, left, threads=threads, pdlp_tolerance=pdlp_tolerance)
+        )
         if res is None or res.outcome is not Outcome.OPTIMAL or res.values is None:
             if k == 0:
                 return None
