@@ -56,7 +56,7 @@ from fleet.catalog.schema import EFFICIENCY_FIGURES
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
-from fleet.perf.types import FloatArray, Problem
+from fleet.perf.types import Estimate, FloatArray, Problem
 
 HOPPER = ("h100-sxm", "h200-sxm")
 FACTOR_NAMES = EFFICIENCY_FIGURES
@@ -126,6 +126,18 @@ def multi_node_duplicates(runs: MeasuredRuns, catalog: Catalog) -> np.ndarray:
     return gpus > per_system
 
 
+def relative_errors(
+    est: Estimate, runs: MeasuredRuns, rows: np.ndarray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Model / measured - 1 of TPOT (as the closed-loop benchmark measures it), tokens/s per GPU
+    and TTFT, ``est`` being the estimate of ``runs``' rows ``rows`` in that order."""
+    return (
+        est.tpot_burst_s / runs.tpot_s[rows] - 1.0,
+        est.tokens_per_s_per_device / runs.tokens_per_s_per_gpu[rows] - 1.0,
+        est.ttft_burst_s / runs.ttft_s[rows] - 1.0,
+    )
+
+
 def errors(arrays: CatalogArrays, runs: MeasuredRuns, catalog: Catalog) -> Errors:
     """Model vs measured, with the efficiency factors ``arrays`` carries."""
     est = estimate(arrays, runs.configs)
@@ -134,12 +146,12 @@ def errors(arrays: CatalogArrays, runs: MeasuredRuns, catalog: Catalog) -> Error
         Problem(code).name: int(np.sum(est.problem == code)) for code in np.unique(est.problem[~ok])
     }
     rows = np.flatnonzero(ok)
+    tpot, tput, ttft = relative_errors(est.take(rows), runs, rows)
     return Errors(
         rows=rows,
-        tpot=est.tpot_burst_s[rows] / runs.tpot_s[rows] - 1.0,
-        tokens_per_s_per_gpu=est.tokens_per_s_per_device[rows] / runs.tokens_per_s_per_gpu[rows]
-        - 1.0,
-        ttft=est.ttft_burst_s[rows] / runs.ttft_s[rows] - 1.0,
+        tpot=tpot,
+        tokens_per_s_per_gpu=tput,
+        ttft=ttft,
         excluded=excluded,
         duplicate=multi_node_duplicates(runs, catalog)[rows],
     )

@@ -22,7 +22,15 @@ import numpy as np
 
 from fleet.catalog import load_catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, held_out_series, with_factors
+from fleet.perf.calibrate import (
+    HOPPER,
+    REPO_ROOT,
+    errors,
+    fit,
+    held_out_series,
+    relative_errors,
+    with_factors,
+)
 from fleet.perf.engine_fit import ENGINES, fit_engine, with_scheduler
 from fleet.perf.engines import apply
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
@@ -65,15 +73,8 @@ def held_out_by_engine(arrays: CatalogArrays, runs: MeasuredRuns) -> list[Engine
 
 
 def _abs_errors(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray) -> np.ndarray:
-    est = estimate(arrays, runs.configs.take(rows))
-    return np.abs(
-        np.stack(
-            [
-                est.tpot_burst_s / runs.tpot_s[rows] - 1.0,
-                est.tokens_per_s_per_device / runs.tokens_per_s_per_gpu[rows] - 1.0,
-            ]
-        )
-    )
+    tpot, tput, _ = relative_errors(estimate(arrays, runs.configs.take(rows)), runs, rows)
+    return np.abs(np.stack([tpot, tput]))
 
 
 def _medians(abs_errors: np.ndarray) -> tuple[float, float]:

@@ -47,7 +47,7 @@ from scipy.optimize import least_squares
 
 from fleet.catalog import PRECISIONS, Catalog, load_catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, with_factors
+from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, relative_errors, with_factors
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.engines import apply
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
@@ -134,13 +134,15 @@ def parameter_names(runs: MeasuredRuns, arrays: CatalogArrays, rows: np.ndarray)
     return [*names, "step_overhead"]
 
 
-def with_scheduler(arrays: CatalogArrays, engine: str) -> CatalogArrays:
+def with_scheduler(
+    arrays: CatalogArrays, engine: str, request_overhead_s: float = REQUEST_OVERHEAD_S
+) -> CatalogArrays:
     """``arrays`` with ``engine``'s documented scheduler (``SCHEDULERS``; a mixed one for an
     engine not listed), which sets the share of prefill a request's TPOT sees
-    (``fleet.perf.closed_loop``); the request overhead stays pooled (TTFT only)."""
+    (``fleet.perf.closed_loop``), and a request overhead (TTFT only; default the pooled one)."""
     prefill_first = SCHEDULERS[engine][0] if engine in SCHEDULERS else False
     return arrays.with_scheduling(
-        request_overhead_s=REQUEST_OVERHEAD_S, prefill_first=prefill_first
+        request_overhead_s=request_overhead_s, prefill_first=prefill_first
     )
 
 
@@ -194,14 +196,9 @@ def _medians(
     configs = runs.configs.take(rows)
     est = estimate(arrays, configs)
     sched = est if engine is None else estimate(with_scheduler(arrays, engine), configs)
-    return tuple(
-        float(np.median(np.abs(model / measured - 1.0)))
-        for model, measured in (
-            (sched.tpot_burst_s, runs.tpot_s[rows]),
-            (sched.tokens_per_s_per_device, runs.tokens_per_s_per_gpu[rows]),
-            (est.ttft_burst_s, runs.ttft_s[rows]),
-        )
-    )
+    tpot, tput, _ = relative_errors(sched, runs, rows)
+    ttft = relative_errors(est, runs, rows)[2]
+    return tuple(float(np.median(np.abs(e))) for e in (tpot, tput, ttft))
 
 
 def fit_all(

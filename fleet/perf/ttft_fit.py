@@ -39,7 +39,7 @@ from fleet.perf.calibrate import (
     with_factors,
 )
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
-from fleet.perf.engine_fit import ENGINES, SCHEDULERS, fit_engine, split
+from fleet.perf.engine_fit import ENGINES, SCHEDULERS, fit_engine, split, with_scheduler
 from fleet.perf.engines import apply
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
@@ -55,10 +55,7 @@ OVERHEAD_SOURCE = (
 def with_terms(arrays: CatalogArrays, engine: str, overhead_ms: float) -> CatalogArrays:
     """``arrays`` with ``engine``'s scheduler (the pooled default ``POOLED``: a mixed one) and a
     request overhead of ``overhead_ms``."""
-    prefill_first = SCHEDULERS[engine][0] if engine in SCHEDULERS else False
-    return arrays.with_scheduling(
-        request_overhead_s=overhead_ms * 1e-3, prefill_first=prefill_first
-    )
+    return with_scheduler(arrays, engine, overhead_ms * 1e-3)
 
 
 def fit_overhead_ms(
