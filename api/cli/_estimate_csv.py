@@ -127,12 +127,10 @@ def _parse(catalog: Catalog, row: dict[str, str], default_engine: str) -> Row | 
         return number
 
     try:
-        model = text("model") or ""
-        if model not in catalog.models:
-            raise UnknownIdError("model", model, list(catalog.models))
+        model = catalog.model_named(text("model") or "").id
         system_id, accelerator = text("system"), text("accelerator")
         if system_id is not None:
-            system = catalog.system(system_id)
+            system = catalog.system_named(system_id)
         elif accelerator is not None:
             system = catalog.default_system(accelerator)
         else:

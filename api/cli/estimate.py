@@ -5,10 +5,12 @@ One:   farebox estimate --model llama-3.1-70b --accelerator h100-sxm --tp 4 --ba
                         [--spec-draft 3 --spec-acceptance 0.7] [--engine trtllm]
                         [--json]
 Many:  farebox estimate --from-csv configs.csv [--out results.csv] [--engine vllm]
-       columns model and batch, and accelerator or system; optional: precision, kv_precision,
-       tp, pp, dp, ep, isl, osl, prefix_cached_tokens, spec_draft, spec_acceptance (an empty
-       cell takes the flag's default); other columns are carried through. A bad row gets
-       fits=false and an ``error`` column instead of aborting the file (``api.cli._estimate_csv``).
+       columns model and batch, and accelerator or system (a model may be named by its Hugging
+       Face repo or an alias, a system by its alias, e.g. aiconfigurator's b200_sxm); optional:
+       precision, kv_precision, tp, pp, dp, ep, isl, osl, prefix_cached_tokens, spec_draft,
+       spec_acceptance (an empty cell takes the flag's default); other columns are carried
+       through. A bad row gets fits=false and an ``error`` column instead of aborting the file
+       (``api.cli._estimate_csv``).
 
 ``--engine`` (trtllm, vllm, sglang; default ``any``, the pooled factors) scales the accelerator's
 efficiency factors by the engine's multipliers (fleet/data/engines.toml, docs/calibration.md); a

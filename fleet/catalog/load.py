@@ -61,6 +61,20 @@ class Catalog:
     def model(self, model_id: str) -> Model:
         return _get(self.models, "model", model_id)
 
+    def model_named(self, name: str) -> Model:
+        """The model whose id, ``hf_repo`` or one of whose ``aliases`` is ``name``."""
+        for model in self.models.values():
+            if name == model.id or name == model.hf_repo or name in model.aliases:
+                return model
+        raise UnknownIdError("model", name, list(self.models))
+
+    def system_named(self, name: str) -> System:
+        """The system whose id or one of whose ``aliases`` is ``name``."""
+        for system in self.systems.values():
+            if name == system.id or name in system.aliases:
+                return system
+        raise UnknownIdError("system", name, list(self.systems))
+
     @property
     def engine_ids(self) -> tuple[str, ...]:
         """Every engine a request may name: the pooled default first."""
@@ -120,6 +134,18 @@ def _by_id(entries: tuple[T, ...], file: str, table: str) -> dict[str, T]:
             raise CatalogError(f"{file}: duplicate id {key!r} at $.{table}[{i}]")
         out[key] = entry
     return out
+
+
+def _check_names(file: str, table: str, names: list[tuple[str, tuple[str, ...]]]) -> None:
+    """Every id, repo and alias names one entry only."""
+    owner: dict[str, str] = {}
+    for i, (entry_id, own) in enumerate(names):
+        for name in dict.fromkeys(own):
+            if owner.setdefault(name, entry_id) != entry_id:
+                raise CatalogError(
+                    f"{file}: $.{table}[{i}].aliases (id {entry_id!r}): {name!r} already names "
+                    f"{owner[name]!r}"
+                )
 
 
 def _model_problem(model: Model) -> tuple[str, str] | None:
@@ -203,6 +229,10 @@ def load_catalog(data_dir: Path | None = None) -> Catalog:
             raise CatalogError(
                 f"models.toml: $.models[{i}].{problem[0]} (id {model.id!r}): {problem[1]}"
             )
+    _check_names(
+        "models.toml", "models", [(m.id, (m.id, m.hf_repo, *m.aliases)) for m in models.values()]
+    )
+    _check_names("systems.toml", "systems", [(s.id, (s.id, *s.aliases)) for s in systems.values()])
     engines: dict[str, Engine] = {}
     if (root / "engines.toml").exists():  # absent: only the pooled default
         engines = _by_id(

@@ -209,6 +209,9 @@ class System(Frozen, frozen=True, kw_only=True):
     scale_out_latency_us: PositiveFloat = 5.0
     usd_per_hour: PositiveFloat | None = None
     """Whole-system price; ``None`` = devices_per_system x the accelerator's price."""
+    aliases: tuple[str, ...] = ()
+    """Other names of this system in serving-benchmark logs (e.g. aiconfigurator-core's
+    ``h100_sxm``); ``Catalog.system_named`` resolves them."""
     sources: dict[str, str]
 
 
@@ -247,6 +250,9 @@ class Model(Frozen, frozen=True, kw_only=True):
     id: Id
     name: str
     hf_repo: str
+    aliases: tuple[str, ...] = ()
+    """Other checkpoints of this architecture (quantized or re-released Hugging Face repos), as
+    serving-benchmark logs name the model; ``Catalog.model_named`` resolves them and ``hf_repo``."""
     num_layers: PositiveInt
     hidden_size: PositiveInt
     num_attention_heads: PositiveInt

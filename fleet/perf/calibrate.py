@@ -260,9 +260,11 @@ def _summary(group: str, err: Errors, mask: np.ndarray) -> ErrorSummary:
     )
 
 
-def markdown_table(summaries: Sequence[ErrorSummary]) -> str:
+def markdown_table(
+    summaries: Sequence[ErrorSummary], first_column: str = "model on accelerator"
+) -> str:
     lines = [
-        "| model on accelerator | rows | TPOT median | TPOT p90 | tok/s/GPU median"
+        f"| {first_column} | rows | TPOT median | TPOT p90 | tok/s/GPU median"
         " | tok/s/GPU p90 | TTFT median | TTFT p90 |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]

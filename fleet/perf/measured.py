@@ -1,17 +1,28 @@
-"""Measured serving runs as ``Configs`` + observations.
+"""Measured serving runs (serving-benchmark logs in aiconfigurator-core's silicon format) as
+``Configs`` + observations.
 
-The data: end-to-end aggregated-serving measurements on H100 SXM and H200 SXM nodes (one row = one
-replica layout at a fixed concurrency, with measured TTFT and TPOT), from ``systems/
-silicon_sample.csv`` of the Apache-2.0 package aiconfigurator-core 0.12.0 (NVIDIA), kept as
-``shared/reference/measured_calibration.csv`` beside the repo. Column mapping:
-- model: ``MODEL_IDS`` maps each ``model_path`` to a catalog model (the NVIDIA FP8 checkpoint of
-  Llama 3.1 8B is the same architecture); system: ``SYSTEM_IDS`` (8-GPU HGX nodes);
+The data: end-to-end serving measurements, one row = one deployment at a fixed concurrency with
+its measured TTFT and TPOT, in the column format of ``systems/silicon_sample.csv`` of the
+Apache-2.0 package aiconfigurator-core 0.12.0 (NVIDIA). The calibration reads its H100/H200
+aggregated rows, kept as ``shared/reference/measured_calibration.csv`` beside the repo
+(``load_measured``, strict: every row must map); ``read_log`` reads any log of that format and
+says, row by row, why a row has no configuration (``fleet.perf.score`` scores the rest).
+
+Column mapping (``parse_row``):
+- model: ``model_path`` through ``Catalog.model_named`` (catalog id, ``hf_repo`` or one of the
+  model's ``aliases``: quantized re-releases share the architecture); system: ``system`` through
+  ``Catalog.system_named`` (aiconfigurator's ``h100_sxm``, ``b200_sxm``, ``gb200`` ...);
 - layout: tp = ``tp_size``; dp = ``attention_dp_size`` (empty/0 -> 1); pp = ``pp_size``;
   ep = ``moe_ep_size`` (empty/0 -> 1; ``moe_tp_size`` = tp x dp / ep is implied by our convention);
   GPUs per replica = tp x dp x pp;
-- batch = the ``silicon_concurrency=N`` inside ``silicon_data_source`` (``batch_size`` when absent);
-- precision: ``gemm_quant_mode`` fp8 / fp8_block -> fp8, nvfp4 -> fp4, empty -> bf16; the KV cache
+- concurrency = the ``silicon_concurrency=N`` inside ``silicon_data_source``, else ``batch_size``
+  x the attention-DP ranks (``batch_size`` is per rank with attention DP);
+- weight precision: ``QUANT_PRECISIONS`` of ``moe_quant_mode`` on an MoE model (the experts' format,
+  which the catalog's precision of an MoE variant means), else of ``gemm_quant_mode``: fp8 /
+  fp8_block -> fp8, nvfp4 / mxfp4 -> fp4, int4 weight-only -> int4, empty -> bf16; the KV cache
   precision is not recorded, so it takes ``default_kv_precision`` (FP8 with FP8/FP4 weights);
+- ``mode`` = ``disagg`` rows: the same per-worker columns with ``prefill_`` / ``decode_`` prefixes
+  and ``prefill_num_workers`` / ``decode_num_workers`` (``DisaggRun``);
 - observations: TPOT = ``silicon_tpot_ms``; tokens/s per GPU = concurrency x osl /
   (ttft_s + osl x tpot_s) / GPUs (closed loop), from the measured TTFT and TPOT.
 """
@@ -20,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,19 +40,65 @@ import numpy as np
 from fleet.catalog import Catalog
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
-from fleet.perf.types import Configs, FloatArray
+from fleet.perf.types import Configs, FloatArray, IntArray
 
-MODEL_IDS = {
-    "Qwen/Qwen3-32B": "qwen3-32b",
-    "openai/gpt-oss-120b": "gpt-oss-120b",
-    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
-    "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+QUANT_PRECISIONS = {
+    "": "bf16",
+    "bf16": "bf16",
+    "fp16": "bf16",
+    "fp8": "fp8",
+    "fp8_block": "fp8",
+    "fp8_static": "fp8",
+    "nvfp4": "fp4",
+    "mxfp4": "fp4",
+    "w4a8_mxfp4_mxfp8": "fp4",
+    "int4_wo": "int4",
+    "w4a16": "int4",
+    "int8_wo": "int8",
 }
-SYSTEM_IDS = {"h100_sxm": "hgx-h100-8", "h200_sxm": "hgx-h200-8"}
-PRECISION_NAMES = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+"""aiconfigurator-core's quantization modes -> catalog weight precisions."""
 CSV_NAME = "measured_calibration.csv"
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """One replica layout of a row: tp, pp, attention-DP ranks, expert-parallel degree."""
+
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp * self.pp
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One parsed row. Aggregated: ``worker`` serves all ``concurrency`` users. Disaggregated:
+    ``decode_workers`` replicas of ``worker`` decode, fed by ``prefill_workers`` of ``prefill``."""
+
+    line: int
+    """The row's line in the file (the header is line 1)."""
+    model: str
+    system: str
+    backend: str
+    precision: str
+    worker: Worker
+    concurrency: int
+    isl: int
+    osl: int
+    tpot_s: float
+    ttft_s: float
+    prefill: Worker | None = None
+    prefill_workers: int = 0
+    decode_workers: int = 1
+
+    @property
+    def gpus(self) -> int:
+        spare = self.prefill.gpus * self.prefill_workers if self.prefill is not None else 0
+        return self.worker.gpus * self.decode_workers + spare
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,87 +132,162 @@ class MeasuredRuns:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class RunLog:
+    """A whole log: the aggregated rows as ``MeasuredRuns``, the disaggregated rows as parsed,
+    and every other row's reason."""
+
+    rows: int
+    aggregated: MeasuredRuns
+    aggregated_lines: IntArray
+    disaggregated: tuple[Run, ...]
+    skipped: tuple[tuple[int, str], ...]
+    """(line, reason) of rows that name no configuration of the catalog."""
+
+
 def reference_csv(repo_root: Path) -> Path:
     """Where the measurements live: ``<repo>/../shared/reference/measured_calibration.csv``."""
     return repo_root.parent / "shared" / "reference" / CSV_NAME
 
 
-def _int(text: str, default: int = 1) -> int:
-    text = text.strip()
+def _int(text: str | None, default: int = 1) -> int:
+    text = (text or "").strip()
     if not text:
         return default
     value = int(float(text))
     return value if value > 0 else default
 
 
-def load_measured(catalog: Catalog, path: Path) -> MeasuredRuns:
-    """Parse the CSV into configurations (one per row) and the measured figures."""
-    if not path.exists():
-        raise InputError(f"calibration csv: {path} does not exist")
-    cols: dict[str, list] = {
-        k: []
-        for k in (
-            "model",
-            "system",
-            "tp",
-            "pp",
-            "dp",
-            "ep",
-            "precision",
-            "batch",
-            "isl",
-            "osl",
-            "backend",
-            "tpot",
-            "ttft",
-        )
-    }
-    with path.open(newline="") as fh:
-        for i, row in enumerate(csv.DictReader(fh)):
-            try:
-                model = MODEL_IDS[row["model_path"]]
-                system = SYSTEM_IDS[row["system"]]
-                precision = PRECISION_NAMES[row["gemm_quant_mode"].strip()]
-            except KeyError as err:
-                raise InputError(f"calibration csv: row {i + 2}: unknown value {err}") from None
-            match = re.search(r"silicon_concurrency=(\d+)", row["silicon_data_source"])
-            batch = int(match.group(1)) if match else _int(row["batch_size"])
-            cols["model"].append(model)
-            cols["system"].append(system)
-            cols["tp"].append(_int(row["tp_size"]))
-            cols["pp"].append(_int(row["pp_size"]))
-            cols["dp"].append(_int(row["attention_dp_size"]))
-            cols["ep"].append(_int(row["moe_ep_size"]))
-            cols["precision"].append(precision)
-            cols["batch"].append(batch)
-            cols["isl"].append(_int(row["isl"]))
-            cols["osl"].append(_int(row["osl"]))
-            cols["backend"].append(row["backend"])
-            cols["tpot"].append(float(row["silicon_tpot_ms"]) / 1e3)
-            cols["ttft"].append(float(row["silicon_ttft_ms"]) / 1e3)
+def _worker(row: Mapping[str, str], prefix: str = "") -> Worker:
+    return Worker(
+        tp=_int(row.get(f"{prefix}tp_size")),
+        pp=_int(row.get(f"{prefix}pp_size")),
+        dp=_int(row.get(f"{prefix}attention_dp_size")),
+        ep=_int(row.get(f"{prefix}moe_ep_size")),
+    )
+
+
+def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
+    """The row's deployment, or the one-line reason it names none of the catalog."""
+    try:
+        model = catalog.model_named((row.get("model_path") or "").strip())
+        system = catalog.system_named((row.get("system") or "").strip())
+    except InputError as err:
+        return str(err).split(";")[0]
+    quant_column = "moe_quant_mode" if model.moe is not None else "gemm_quant_mode"
+    quant = (row.get(quant_column) or row.get("gemm_quant_mode") or "").strip()
+    if quant not in QUANT_PRECISIONS:
+        return f"unknown quantization {quant!r} ({quant_column})"
+    mode = (row.get("mode") or "agg").strip()
+    if mode not in ("agg", "disagg"):
+        return f"unknown serving mode {mode!r} (mode)"
+    try:
+        match = re.search(r"silicon_concurrency=(\d+)", row.get("silicon_data_source") or "")
+        if mode == "disagg":
+            worker, prefill = _worker(row, "decode_"), _worker(row, "prefill_")
+            decode_workers = _int(row.get("decode_num_workers"))
+            prefill_workers = _int(row.get("prefill_num_workers"))
+            per_rank = _int(row.get("decode_batch_size")) * decode_workers
+        else:
+            worker, prefill, decode_workers, prefill_workers = _worker(row), None, 1, 0
+            per_rank = _int(row.get("batch_size"))
+        concurrency = int(match.group(1)) if match else per_rank * worker.dp
+        tpot_s = float(row["silicon_tpot_ms"]) / 1e3
+        ttft_s = float(row["silicon_ttft_ms"]) / 1e3
+        isl, osl = _int(row.get("isl"), 0), _int(row.get("osl"), 0)
+    except (KeyError, ValueError) as err:
+        return f"unreadable number or missing column: {err}"
+    if not (tpot_s > 0 and ttft_s > 0 and isl > 0 and osl > 0):
+        return "silicon_tpot_ms, silicon_ttft_ms, isl and osl must be positive"
+    return Run(
+        line=line,
+        model=model.id,
+        system=system.id,
+        backend=(row.get("backend") or "").strip(),
+        precision=QUANT_PRECISIONS[quant],
+        worker=worker,
+        concurrency=concurrency,
+        isl=isl,
+        osl=osl,
+        tpot_s=tpot_s,
+        ttft_s=ttft_s,
+        prefill=prefill,
+        prefill_workers=prefill_workers,
+        decode_workers=decode_workers,
+    )
+
+
+def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
+    """Aggregated ``runs`` as configurations at their concurrency, with the measured figures."""
     configs = make_configs(
         catalog,
-        model=cols["model"],
-        system=cols["system"],
-        tp=cols["tp"],
-        pp=cols["pp"],
-        dp=cols["dp"],
-        ep=cols["ep"],
-        precision=cols["precision"],
-        batch=cols["batch"],
-        isl=cols["isl"],
-        osl=cols["osl"],
+        model=[r.model for r in runs],
+        system=[r.system for r in runs],
+        tp=[r.worker.tp for r in runs],
+        pp=[r.worker.pp for r in runs],
+        dp=[r.worker.dp for r in runs],
+        ep=[r.worker.ep for r in runs],
+        precision=[r.precision for r in runs],
+        batch=[r.concurrency for r in runs],
+        isl=[r.isl for r in runs],
+        osl=[r.osl for r in runs],
     )
-    tpot = np.asarray(cols["tpot"])
-    ttft = np.asarray(cols["ttft"])
+    tpot = np.asarray([r.tpot_s for r in runs], dtype=float)
+    ttft = np.asarray([r.ttft_s for r in runs], dtype=float)
     gpus = configs.tp * configs.dp * configs.pp
     tput = configs.batch * configs.osl / (ttft + configs.osl * tpot) / gpus
     return MeasuredRuns(
         configs=configs,
-        model_ids=tuple(cols["model"]),
-        system_ids=tuple(cols["system"]),
-        backend=tuple(cols["backend"]),
+        model_ids=tuple(r.model for r in runs),
+        system_ids=tuple(r.system for r in runs),
+        backend=tuple(r.backend for r in runs),
         tpot_s=tpot,
         ttft_s=ttft,
         tokens_per_s_per_gpu=tput,
+    )
+
+
+def _rows(path: Path, what: str) -> list[dict[str, str]]:
+    if not path.exists():
+        raise InputError(f"{what}: {path} does not exist")
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise InputError(f"{what}: {path}: not a readable CSV file: {err}") from None
+
+
+def load_measured(catalog: Catalog, path: Path) -> MeasuredRuns:
+    """Every row of the calibration file, aggregated; a row that does not map is an error."""
+    parsed = []
+    for i, row in enumerate(_rows(path, "calibration csv")):
+        run = parse_row(catalog, row, i + 2)
+        if isinstance(run, str):
+            raise InputError(f"calibration csv: row {i + 2}: {run}")
+        if run.prefill is not None:
+            raise InputError(f"calibration csv: row {i + 2}: a disaggregated run")
+        parsed.append(run)
+    return aggregated_runs(catalog, parsed)
+
+
+def read_log(catalog: Catalog, path: Path) -> RunLog:
+    """Every row of a serving-benchmark log: aggregated, disaggregated or skipped with a reason."""
+    rows = _rows(path, "serving log")
+    agg: list[Run] = []
+    disagg: list[Run] = []
+    skipped: list[tuple[int, str]] = []
+    for i, row in enumerate(rows):
+        run = parse_row(catalog, row, i + 2)
+        if isinstance(run, str):
+            skipped.append((i + 2, run))
+        elif run.prefill is None:
+            agg.append(run)
+        else:
+            disagg.append(run)
+    return RunLog(
+        rows=len(rows),
+        aggregated=aggregated_runs(catalog, agg),
+        aggregated_lines=np.asarray([r.line for r in agg], dtype=np.int64),
+        disaggregated=tuple(disagg),
+        skipped=tuple(skipped),
     )

@@ -148,6 +148,24 @@ def test_estimate_from_csv_keeps_going_on_bad_rows(
     assert rows[0]["error"] == "" and float(rows[0]["tpot_ms"]) > 0
 
 
+def test_estimate_from_csv_takes_the_names_benchmark_logs_use(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A checkpoint's repo names its model and aiconfigurator's id names the system: the row
+    estimates as the catalog ids do."""
+    src = tmp_path / "in.csv"
+    src.write_text(
+        "model,system,precision,tp,dp,ep,batch,isl,osl\n"
+        "nvidia/DeepSeek-R1-NVFP4,b200_sxm,fp4,1,8,8,64,1024,1024\n"
+        "deepseek-r1,hgx-b200-8,fp4,1,8,8,64,1024,1024\n"
+    )
+    out_path = tmp_path / "out.csv"
+    assert run(capsys, "estimate", "--from-csv", str(src), "--out", str(out_path))[0] == 0
+    named, ids = list(csv.DictReader(out_path.open()))
+    assert named["fits"] == "true" and named["error"] == ""
+    assert named["tpot_ms"] == ids["tpot_ms"] and named["model"] == "nvidia/DeepSeek-R1-NVFP4"
+
+
 def test_frontier_table_csv_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     csv_path, png_path = tmp_path / "f.csv", tmp_path / "f.png"
     code, out, _ = run(

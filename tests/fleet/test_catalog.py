@@ -188,6 +188,18 @@ def _broken_copy(tmp_path: Path, file: str, old: str, new: str) -> Path:
             "num_kv_heads (id 'llama-3.1-8b'): must divide",
         ),
         ("models.toml", 'id = "llama-3.1-70b"', 'id = "llama-3.1-8b"', "duplicate id"),
+        (
+            "models.toml",
+            'aliases = ["zhipuai/GLM-5"',
+            'aliases = ["deepseek-ai/DeepSeek-R1"',
+            "$.models[12].aliases (id 'glm-5'): 'deepseek-ai/DeepSeek-R1' already names",
+        ),
+        (
+            "systems.toml",
+            'aliases = ["h200_sxm"]',
+            'aliases = ["h100_sxm"]',
+            "$.systems[1].aliases (id 'hgx-h200-8'): 'h100_sxm' already names 'hgx-h100-8'",
+        ),
         ("models.toml", "[[models]]\n", "[[models]\n", "not valid TOML"),
     ],
 )
@@ -206,3 +218,17 @@ def test_a_broken_file_is_reported_by_file_and_field(
 def test_the_unbroken_copy_loads(tmp_path: Path) -> None:
     root = _broken_copy(tmp_path, "models.toml", "quality = 16\n", "quality = 16\n")
     assert set(load_catalog(root).models) == MODEL_IDS
+
+
+def test_models_and_systems_answer_to_their_log_names(catalog: Catalog) -> None:
+    """Benchmark logs name a model by a checkpoint's repo and a system by its own id."""
+    assert catalog.model_named("deepseek-r1").id == "deepseek-r1"
+    assert catalog.model_named("deepseek-ai/DeepSeek-R1").id == "deepseek-r1"
+    assert catalog.model_named("nvidia/DeepSeek-R1-NVFP4").id == "deepseek-r1"
+    assert catalog.model_named("meta-llama/Llama-3.1-70B").id == "llama-3.1-70b"
+    assert catalog.system_named("b200_sxm").id == "hgx-b200-8"
+    assert catalog.system_named("gb200-nvl72").id == "gb200-nvl72"
+    with pytest.raises(UnknownIdError, match=r"unknown model 'Qwen/Qwen3\.5-397B-A17B'"):
+        catalog.model_named("Qwen/Qwen3.5-397B-A17B")
+    with pytest.raises(UnknownIdError, match="unknown system 'b300_sxm'"):
+        catalog.system_named("b300_sxm")

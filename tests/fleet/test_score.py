@@ -1,0 +1,155 @@
+"""Scoring against a serving-benchmark log (fleet.perf.score, fleet.perf.measured.read_log): every
+row is scored the way its benchmark ran it or counted under the reason it is not; the reference
+runs score as the calibration computes them."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleet.catalog import PRECISIONS, Catalog
+from fleet.errors import InputError
+from fleet.perf import calibrate
+from fleet.perf.arrays import build_arrays
+from fleet.perf.configs import make_configs
+from fleet.perf.engines import engine_arrays
+from fleet.perf.measured import load_measured, read_log
+from fleet.perf.model import estimate
+from fleet.perf.score import main, queued, score
+from tests.fleet.measured_runs import MEASURED_CSV, needs_runs
+
+HEADER = (
+    "silicon_data_source,backend,model_path,system,mode,isl,osl,gemm_quant_mode,moe_quant_mode,"
+    "batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"
+    "prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,"
+    "prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,"
+    "decode_pp_size,decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,"
+    "silicon_ttft_ms,silicon_tpot_ms"
+)
+# Invented figures in the log's format (the scorer's arithmetic, not a measurement).
+ROWS = {
+    "disagg": "silicon_concurrency=64,trtllm,nvidia/DeepSeek-R1-NVFP4,gb200,disagg,8192,1024,"
+    "nvfp4,nvfp4,,,,,,,1,2,1,1,4,1,4,16,1,1,1,16,1,16,900,25",
+    "agg": "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,b200_sxm,agg,1024,1024,fp8,fp8,"
+    "32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
+    "per-rank batch": ",sglang,deepseek-ai/DeepSeek-R1,h200_sxm,agg,1024,1024,fp8,fp8,16,1,1,8,"
+    "1,8,,,,,,,,,,,,,,,300,40",
+    "unknown system": "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,b300_sxm,agg,1024,"
+    "1024,fp8,fp8,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
+    "unknown model": "silicon_concurrency=32,sglang,Qwen/Qwen3.5-397B-A17B,b200_sxm,agg,1024,"
+    "1024,fp8,fp8_block,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
+    "unknown quantization": "silicon_concurrency=32,sglang,Qwen/Qwen3-32B,b200_sxm,agg,1024,1024,"
+    "w4a8_awq,w4a8_awq,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
+    "weights do not fit": "silicon_concurrency=32,sglang,deepseek-ai/DeepSeek-R1,b200_sxm,agg,"
+    "1024,1024,fp8,fp8,32,1,1,,1,1,,,,,,,,,,,,,,,80,12",
+}
+
+
+def _log(tmp_path: Path, *names: str) -> Path:
+    path = tmp_path / "log.csv"
+    path.write_text("\n".join([HEADER, *(ROWS[n] for n in names)]) + "\n")
+    return path
+
+
+def test_every_row_is_scored_or_counted_under_its_reason(tmp_path: Path, catalog: Catalog) -> None:
+    result = score(catalog, _log(tmp_path, *ROWS))
+    s = result.scored
+    assert result.rows == len(ROWS)
+    assert sorted(s.line.tolist()) == [2, 3, 4]
+    assert dict(zip(s.line.tolist(), s.mode.tolist(), strict=True)) == {
+        2: "disaggregated", 3: "aggregated", 4: "aggregated",
+    }  # fmt: skip
+    assert dict(zip(s.line.tolist(), s.accelerator.tolist(), strict=True)) == {
+        2: "gb200", 3: "b200", 4: "h200-sxm",
+    }  # fmt: skip
+    assert [kind for _, kind, _ in result.uncovered] == [
+        "unknown system 'b300_sxm'",
+        "unknown model 'Qwen/Qwen3.5-397B-A17B'",
+        "unknown quantization 'w4a8_awq' (gemm_quant_mode)",
+        "does not fit (deepseek-r1 on hgx-b200-8)",
+    ]
+    assert result.coverage == pytest.approx(3 / 7)
+    assert np.all(np.isfinite(s.tpot) & (s.tpot > 0) & np.isfinite(s.tput) & (s.tput > 0))
+
+
+def test_concurrency_without_a_source_is_the_per_rank_batch_times_the_ranks(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    log = read_log(catalog, _log(tmp_path, "per-rank batch", "agg"))
+    assert log.aggregated.configs.batch.tolist() == [16 * 8, 32]
+    fp8 = PRECISIONS.index("fp8")
+    assert log.aggregated.configs.weight_precision.tolist() == [fp8, fp8]
+    assert log.aggregated.model_ids == ("deepseek-r1", "llama-3.1-70b")
+
+
+def test_a_disaggregated_row_decodes_without_prefill_interference(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    """Its TPOT is the decode replica's step alone: below the same layout's aggregated TPOT at
+    the same batch, which carries the replacement prompts' prefill."""
+    result = score(catalog, _log(tmp_path, "disagg"))
+    decode = make_configs(
+        catalog, model=["deepseek-r1"], system=["gb200-nvl72"], precision=["fp4"],
+        tp=[1], pp=[1], dp=[16], ep=[16], batch=[64], isl=[8192], osl=[1024],
+    )  # fmt: skip
+    agg = estimate(engine_arrays(catalog, build_arrays(catalog), "trtllm"), decode)
+    assert result.scored.tpot[0] < agg.tpot_burst_s[0]
+    assert result.scored.tpot[0] == pytest.approx(agg.step_s[0] / agg.tokens_per_step[0])
+
+
+def test_users_beyond_the_slots_wait_whole_request_cycles() -> None:
+    one = np.array([1.0])
+    tpot, ttft, tput = queued(0.01 * one, 0.2 * one, 8 * one, 8 * one, 100 * one, 2 * one)
+    assert ttft[0] == pytest.approx(0.2)
+    assert tput[0] == pytest.approx(8 * 100 / 1.2 / 2)
+    tpot, ttft, tput = queued(0.01 * one, 0.2 * one, 8 * one, 24 * one, 100 * one, 2 * one)
+    assert tpot[0] == pytest.approx(0.01)
+    assert ttft[0] == pytest.approx(0.2 + 2 * 1.2)
+    # Throughput is the slots' own: the queue adds waiting, not work.
+    assert tput[0] == pytest.approx(8 * 100 / 1.2 / 2)
+
+
+def test_the_strict_loader_refuses_what_the_log_reader_skips(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    with pytest.raises(InputError, match=r"row 2: unknown system 'b300_sxm'"):
+        load_measured(catalog, _log(tmp_path, "unknown system"))
+    with pytest.raises(InputError, match=r"row 2: a disaggregated run"):
+        load_measured(catalog, _log(tmp_path, "disagg"))
+
+
+def test_the_command_prints_coverage_and_writes_every_row(
+    tmp_path: Path, catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rows.csv"
+    assert main([str(_log(tmp_path, *ROWS)), "--rows", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("coverage: 3 of 7 rows scored (42.9%)")
+    assert "not scored, 1 rows: unknown system 'b300_sxm'" in printed
+    rows = list(csv.DictReader(out.open()))
+    assert [int(r["line"]) for r in rows] == list(range(2, 9))
+    assert rows[3]["not_scored"] == "unknown system 'b300_sxm'"
+    assert rows[0]["mode"] == "disaggregated" and not rows[0]["not_scored"]
+    assert main([str(tmp_path / "absent.csv")]) == 2
+
+
+@needs_runs
+def test_the_reference_runs_score_as_the_calibration_computes_them(catalog: Catalog) -> None:
+    """At the pooled factors, every row within its KV capacity scores exactly as
+    ``fleet.perf.calibrate.errors`` computes it; the rest are scored as engine queues, so the
+    whole file is covered."""
+    result = score(catalog, MEASURED_CSV, pooled=True)
+    s = result.scored
+    assert result.coverage == 1.0
+    runs = load_measured(catalog, MEASURED_CSV)
+    err = calibrate.errors(build_arrays(catalog), runs, catalog)
+    assert int(s.queued.sum()) == len(runs) - len(err.rows)
+    inside = ~s.queued
+    by_line = np.argsort(s.line[inside])
+    tpot = (s.tpot[inside] / s.measured_tpot[inside] - 1.0)[by_line]
+    tput = (s.tput[inside] / s.measured_tput[inside] - 1.0)[by_line]
+    np.testing.assert_allclose(tpot, err.tpot, rtol=1e-12)
+    np.testing.assert_allclose(tput, err.tokens_per_s_per_gpu, rtol=1e-12)
