@@ -29,7 +29,8 @@ Per unit (all vectorized, from the aggregated grid's rows, ``fleet.perf.grid.eva
   systems (as the planner counts them), prefill and decode apart unless the unit fits in one
   system's scale-up domain altogether;
 - output tokens/s = min(k x b x osl / decode hold, m x dp x osl / prefill_wave_s); TTFT floor =
-  prefill_s (a lone prompt) + transfer + decode step; ``request_s`` = the decode hold.
+  prefill_s (a lone prompt) + transfer + decode step, plus the engine's request overhead
+  (``CatalogArrays.request_overhead_s``) in ``ttft_burst_s``; ``request_s`` = the decode hold.
 
 ``Units.estimate`` keeps the ``Estimate`` columns so a unit reads like one replica; memory columns
 are the decode replica's.
@@ -44,7 +45,6 @@ import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, PRECISIONS, Catalog
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.frontier import pareto_mask
 from fleet.perf.memory import kv_tokens_held
 from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
@@ -275,7 +275,7 @@ def assemble_units(
         prefill_s=prefill_s,
         prefill_wave_s=hold,
         ttft_floor_s=ttft,
-        ttft_burst_s=REQUEST_OVERHEAD_S + ttft,
+        ttft_burst_s=A.request_overhead_s[acc] + ttft,
         request_s=transfer + de.step_s + (dc.osl - 1.0) * tpot,
         aggregated_step_s=de.step_s,
     )

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from fleet.catalog.load import Catalog
-from fleet.perf.arrays import CatalogArrays
+from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.disagg import (
     DECODE_REPLICAS,
     PREFILL_COVER,
@@ -16,6 +17,7 @@ from fleet.perf.disagg import (
     kv_transfer_bytes,
     unit_bound,
 )
+from fleet.perf.engines import engine_arrays
 from fleet.perf.frontier import frontier
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import Configs, Estimate
@@ -73,6 +75,21 @@ def test_ttft_is_prefill_plus_transfer_plus_one_decode_step(r1_gb200, arrays) ->
     link = arrays.accelerators.scale_up_bytes_per_s[acc]
     senders = np.minimum(configs.tp[p] * configs.pp[p], configs.tp[d] * configs.pp[d])
     assert np.all(units.transfer_s >= kv_transfer_bytes(arrays, configs.take(p)) / (link * senders))
+
+
+def test_the_burst_ttft_adds_the_serving_engines_request_overhead(r1_gb200, catalog) -> None:
+    """A unit's closed-loop TTFT carries its engine's per-request cost (SGLang's 132.5 ms, the
+    pooled 62.5 ms), as an aggregated replica's does; the floor does not."""
+    configs, est, units = r1_gb200
+    args = (configs, est, units.decode_row, units.prefill_row)
+    counts = (units.decode_replicas, units.prefill_replicas)
+    for engine in ("sglang", "trtllm"):
+        arrays = engine_arrays(catalog, build_arrays(catalog), engine)
+        overhead = catalog.engine(engine).scheduling.request_overhead_ms * 1e-3
+        mine = assemble_units(arrays, *args, *counts).estimate
+        np.testing.assert_allclose(mine.ttft_burst_s - mine.ttft_floor_s, overhead)
+    pooled = units.estimate
+    np.testing.assert_allclose(pooled.ttft_burst_s - pooled.ttft_floor_s, REQUEST_OVERHEAD_S)
 
 
 def test_transfer_across_systems_is_slower_than_inside_one(catalog, arrays) -> None:
