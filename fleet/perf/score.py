@@ -15,9 +15,11 @@ estimated the way its benchmark ran it, at its own engine's factors (the pooled 
   TTFT + osl x TPOT at B), and tokens/s per GPU = N x osl / (TTFT + osl x TPOT) / GPUs, as the
   measured figure is computed;
 - disaggregated: ``fleet.perf.disagg.assemble_units`` with the row's workers (decode replicas at
-  concurrency / decode workers each, queued the same way past their KV capacity; prefill
-  replicas at one prompt per rank); TPOT = the decode step over the accepted tokens, TTFT = the
-  unit's, tokens/s per GPU closed-loop as above, at most the unit's capacity.
+  concurrency / decode workers each, re-estimated at their KV capacity past it; prefill replicas
+  at one prompt per rank); TPOT = the decode step over the accepted tokens; the users' request
+  rate is at most the unit's (its decode slots' or its prefill side's, whichever is less), and
+  what it cannot serve waits before its first token (Little's law: cycle = users / rate), so
+  TTFT = the unit's plus that wait and tokens/s per GPU follow from the cycle as measured.
 
 Coverage = rows with an estimate / all rows; every other row is counted under its reason (a
 model or system the catalog lacks, a layout the model rejects, weights that do not fit).
@@ -87,16 +89,18 @@ class Score:
 def queued(
     tpot_s: FloatArray,
     ttft_s: FloatArray,
-    capacity: FloatArray,
+    requests_per_s: FloatArray,
     users: FloatArray,
     osl: FloatArray,
     gpus: FloatArray,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(TPOT, TTFT, tokens/s per GPU) of a closed loop of ``users`` sharing ``capacity`` slots
-    whose TPOT and TTFT are ``tpot_s`` and ``ttft_s``: each request waits (users / capacity - 1)
-    request cycles before admission (none when the users fit)."""
-    wait = np.maximum(users / capacity - 1.0, 0.0) * (ttft_s + osl * tpot_s)
-    ttft = ttft_s + wait
+    """(TPOT, TTFT, tokens/s per GPU) of a closed loop of ``users`` served at ``tpot_s`` and
+    ``ttft_s`` by a deployment that completes at most ``requests_per_s``: each user's cycle is
+    users / rate (Little's law), so what the rate cannot serve waits before its first token
+    (for B slots at rate B / (TTFT + osl x TPOT): (users / B - 1) request cycles)."""
+    cycle = ttft_s + osl * tpot_s
+    rate = np.minimum(users / cycle, requests_per_s)
+    ttft = np.maximum(ttft_s, users / rate - osl * tpot_s)
     return tpot_s, ttft, users * osl / (ttft + osl * tpot_s) / gpus
 
 
@@ -150,9 +154,9 @@ def _score_aggregated(
         users = sub.configs.batch.astype(float)
         osl = sub.configs.osl.astype(float)
         gpus = (sub.configs.tp * sub.configs.dp * sub.configs.pp).astype(float)
-        tpot, ttft, tput = queued(
-            est.tpot_burst_s, est.ttft_burst_s, configs.batch.astype(float), users, osl, gpus
-        )
+        slots = configs.batch.astype(float)
+        rate = slots / (est.ttft_burst_s + osl * est.tpot_burst_s)
+        tpot, ttft, tput = queued(est.tpot_burst_s, est.ttft_burst_s, rate, users, osl, gpus)
         tput = np.where(over, tput, est.tokens_per_s_per_device)
         parts.append(
             dict(
@@ -211,9 +215,12 @@ def _score_disaggregated(
         u = units.estimate
         osl = np.asarray([r.osl for r in group], dtype=float)
         gpus = np.asarray([r.gpus for r in group], dtype=float)
-        capacity = k * configs.batch[:n].astype(float)
-        tpot, ttft, tput = queued(u.tpot_s, u.ttft_burst_s, capacity, users, osl, gpus)
-        tput = np.minimum(tput, u.tokens_per_s_per_replica / gpus)
+        slots = k * configs.batch[:n].astype(float)
+        # The decode slots' rate and the unit's (prefill-bound) request rate, whichever is less.
+        rate = np.minimum(
+            slots / (u.ttft_burst_s + osl * u.tpot_s), u.tokens_per_s_per_replica / osl
+        )
+        tpot, ttft, tput = queued(u.tpot_s, u.ttft_burst_s, rate, users, osl, gpus)
         parts.append(
             dict(
                 rows=rows[ok], engine=np.full(ok.sum(), engine), queued=over[:n][ok],

@@ -100,16 +100,22 @@ def test_a_disaggregated_row_decodes_without_prefill_interference(
     assert result.scored.tpot[0] == pytest.approx(agg.step_s[0] / agg.tokens_per_step[0])
 
 
-def test_users_beyond_the_slots_wait_whole_request_cycles() -> None:
+def test_users_beyond_the_rate_wait_before_their_first_token() -> None:
     one = np.array([1.0])
-    tpot, ttft, tput = queued(0.01 * one, 0.2 * one, 8 * one, 8 * one, 100 * one, 2 * one)
+    cycle = 0.2 + 100 * 0.01
+    slots_rate = 8 / cycle
+    tpot, ttft, tput = queued(0.01 * one, 0.2 * one, slots_rate * one, 8 * one, 100 * one, 2 * one)
     assert ttft[0] == pytest.approx(0.2)
-    assert tput[0] == pytest.approx(8 * 100 / 1.2 / 2)
-    tpot, ttft, tput = queued(0.01 * one, 0.2 * one, 8 * one, 24 * one, 100 * one, 2 * one)
+    assert tput[0] == pytest.approx(8 * 100 / cycle / 2)
+    tpot, ttft, tput = queued(0.01 * one, 0.2 * one, slots_rate * one, 24 * one, 100 * one, 2 * one)
     assert tpot[0] == pytest.approx(0.01)
-    assert ttft[0] == pytest.approx(0.2 + 2 * 1.2)
+    assert ttft[0] == pytest.approx(0.2 + 2 * cycle)  # two whole request cycles in the queue
     # Throughput is the slots' own: the queue adds waiting, not work.
-    assert tput[0] == pytest.approx(8 * 100 / 1.2 / 2)
+    assert tput[0] == pytest.approx(8 * 100 / cycle / 2)
+    # A prefill side completing 2 requests/s bounds 8 users too: TTFT = 8 / 2 - decode time.
+    tpot, ttft, tput = queued(0.01 * one, 0.2 * one, 2 * one, 8 * one, 100 * one, 2 * one)
+    assert ttft[0] == pytest.approx(8 / 2 - 1.0)
+    assert tput[0] == pytest.approx(2 * 100 / 2)
 
 
 def test_the_strict_loader_refuses_what_the_log_reader_skips(
