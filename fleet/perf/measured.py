@@ -100,6 +100,11 @@ class Run:
         spare = self.prefill.gpus * self.prefill_workers if self.prefill is not None else 0
         return self.worker.gpus * self.decode_workers + spare
 
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        """Output tokens/s per GPU of the closed loop, from the measured TTFT and TPOT."""
+        return self.concurrency * self.osl / (self.ttft_s + self.osl * self.tpot_s) / self.gpus
+
 
 @dataclass(frozen=True, slots=True)
 class MeasuredRuns:
@@ -232,18 +237,14 @@ def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
         isl=[r.isl for r in runs],
         osl=[r.osl for r in runs],
     )
-    tpot = np.asarray([r.tpot_s for r in runs], dtype=float)
-    ttft = np.asarray([r.ttft_s for r in runs], dtype=float)
-    gpus = configs.tp * configs.dp * configs.pp
-    tput = configs.batch * configs.osl / (ttft + configs.osl * tpot) / gpus
     return MeasuredRuns(
         configs=configs,
         model_ids=tuple(r.model for r in runs),
         system_ids=tuple(r.system for r in runs),
         backend=tuple(r.backend for r in runs),
-        tpot_s=tpot,
-        ttft_s=ttft,
-        tokens_per_s_per_gpu=tput,
+        tpot_s=np.asarray([r.tpot_s for r in runs], dtype=float),
+        ttft_s=np.asarray([r.ttft_s for r in runs], dtype=float),
+        tokens_per_s_per_gpu=np.asarray([r.tokens_per_s_per_gpu for r in runs], dtype=float),
     )
 
 

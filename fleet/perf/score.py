@@ -251,38 +251,28 @@ def score(catalog: Catalog, path: Path, *, pooled: bool = False) -> Score:
         return np.concatenate([p[key] for p in parts]) if parts else np.zeros(0)
 
     a_rows = cat(a_parts, "rows").astype(np.int64)
-    d_rows = cat(d_parts, "rows").astype(np.int64)
+    d_runs = [dis[i] for i in cat(d_parts, "rows").astype(int).tolist()]
     accelerator = {s.id: s.accelerator for s in catalog.systems.values()}
-    measured = {
-        "tpot": np.concatenate([agg.tpot_s[a_rows], [dis[int(i)].tpot_s for i in d_rows]]),
-        "ttft": np.concatenate([agg.ttft_s[a_rows], [dis[i].ttft_s for i in d_rows]]),
-        "tput": np.concatenate(
-            [
-                agg.tokens_per_s_per_gpu[a_rows],
-                [
-                    dis[i].concurrency
-                    * dis[i].osl
-                    / (dis[i].ttft_s + dis[i].osl * dis[i].tpot_s)
-                    / dis[i].gpus
-                    for i in d_rows
-                ],
-            ]
-        ),
-    }
-    systems = [agg.system_ids[i] for i in a_rows] + [dis[i].system for i in d_rows]
+    systems = [agg.system_ids[i] for i in a_rows] + [r.system for r in d_runs]
+
+    def both(key: str) -> np.ndarray:
+        return np.concatenate([cat(a_parts, key), cat(d_parts, key)])
+
     scored = Scored(
-        line=np.concatenate([log.aggregated_lines[a_rows], [dis[i].line for i in d_rows]]),
+        line=np.concatenate([log.aggregated_lines[a_rows], [r.line for r in d_runs]]),
         accelerator=np.asarray([accelerator[s] for s in systems]),
-        model=np.asarray([agg.model_ids[i] for i in a_rows] + [dis[i].model for i in d_rows]),
-        engine=np.concatenate([cat(a_parts, "engine"), cat(d_parts, "engine")]).astype(str),
-        mode=np.asarray(["aggregated"] * len(a_rows) + ["disaggregated"] * len(d_rows)),
-        queued=np.concatenate([cat(a_parts, "queued"), cat(d_parts, "queued")]).astype(bool),
-        tpot=np.concatenate([cat(a_parts, "tpot"), cat(d_parts, "tpot")]),
-        ttft=np.concatenate([cat(a_parts, "ttft"), cat(d_parts, "ttft")]),
-        tput=np.concatenate([cat(a_parts, "tput"), cat(d_parts, "tput")]),
-        measured_tpot=measured["tpot"].astype(float),
-        measured_ttft=measured["ttft"].astype(float),
-        measured_tput=measured["tput"].astype(float),
+        model=np.asarray([agg.model_ids[i] for i in a_rows] + [r.model for r in d_runs]),
+        engine=both("engine").astype(str),
+        mode=np.asarray(["aggregated"] * len(a_rows) + ["disaggregated"] * len(d_runs)),
+        queued=both("queued").astype(bool),
+        tpot=both("tpot"),
+        ttft=both("ttft"),
+        tput=both("tput"),
+        measured_tpot=np.concatenate([agg.tpot_s[a_rows], [r.tpot_s for r in d_runs]]),
+        measured_ttft=np.concatenate([agg.ttft_s[a_rows], [r.ttft_s for r in d_runs]]),
+        measured_tput=np.concatenate(
+            [agg.tokens_per_s_per_gpu[a_rows], [r.tokens_per_s_per_gpu for r in d_runs]]
+        ),
     )
     return Score(
         rows=log.rows,
