@@ -1,6 +1,6 @@
 """Score the performance model against a serving-benchmark log: coverage, then errors.
 
-    python -m fleet.perf.score LOG.csv [--markdown] [--pooled] [--rows OUT.csv]
+    python -m fleet.perf.score LOG.csv [--markdown | --json] [--pooled] [--rows OUT.csv]
 
 The log is in aiconfigurator-core's silicon format (``fleet.perf.measured``; any system and
 model the catalog knows by id or alias, aggregated and disaggregated rows). Every row is
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -352,6 +353,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--pooled", action="store_true", help="every row at the pooled factors, not its engine's"
     )
     parser.add_argument("--rows", type=Path, help="write the scored rows to this CSV")
+    parser.add_argument(
+        "--json", action="store_true", help="print coverage and the error table as JSON"
+    )
     args = parser.parse_args(argv)
     catalog = load_catalog()
     try:
@@ -360,6 +364,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fleet.perf.score: error: {err}", file=sys.stderr)
         return 2
     scored = len(result.scored.line)
+    if args.rows is not None:
+        write_rows(result, args.rows)
+    if args.json:
+        table = summaries(result.scored) if scored else []
+        print(
+            json.dumps(
+                {
+                    "rows": result.rows,
+                    "scored": scored,
+                    "coverage": result.coverage,
+                    "not_scored": dict(Counter(kind for _, kind, _ in result.uncovered)),
+                    "groups": [dataclasses.asdict(t) for t in table],
+                },
+                indent=2,
+            )
+        )
+        return 0
     print(f"coverage: {scored} of {result.rows} rows scored ({result.coverage:.1%})")
     for kind, count in Counter(kind for _, kind, _ in result.uncovered).most_common():
         print(f"  not scored, {count} rows: {kind}")
@@ -374,8 +395,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{t.tpot_p90:6.1%}  tok/s/GPU median {t.tput_median:6.1%} p90 "
                     f"{t.tput_p90:6.1%}  TTFT median {t.ttft_median:6.1%} p90 {t.ttft_p90:6.1%}"
                 )
-    if args.rows is not None:
-        write_rows(result, args.rows)
     return 0
 
 

@@ -5,6 +5,7 @@ runs score as the calibration computes them."""
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -140,6 +141,12 @@ def test_the_command_prints_coverage_and_writes_every_row(
     assert rows[3]["not_scored"] == "unknown system 'b300_sxm'"
     assert rows[0]["mode"] == "disaggregated" and not rows[0]["not_scored"]
     assert main([str(tmp_path / "absent.csv")]) == 2
+    capsys.readouterr()
+    assert main([str(_log(tmp_path, *ROWS)), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["rows"], doc["scored"]) == (7, 3)
+    assert doc["not_scored"]["unknown system 'b300_sxm'"] == 1
+    assert doc["groups"][0]["group"] == "all" and doc["groups"][0]["rows"] == 3
 
 
 @needs_runs
