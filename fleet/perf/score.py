@@ -345,6 +345,36 @@ def write_rows(result: Score, out: Path) -> None:
             )  # fmt: skip
 
 
+def report(result: Score, *, markdown: bool = False, as_json: bool = False) -> str:
+    """Coverage, the unscored rows by reason, then the error table (text, markdown or JSON)."""
+    scored = len(result.scored.line)
+    table = summaries(result.scored) if scored else []
+    reasons = Counter(kind for _, kind, _ in result.uncovered)
+    if as_json:
+        return json.dumps(
+            {
+                "rows": result.rows,
+                "scored": scored,
+                "coverage": result.coverage,
+                "not_scored": dict(reasons),
+                "groups": [dataclasses.asdict(t) for t in table],
+            },
+            indent=2,
+        )
+    lines = [f"coverage: {scored} of {result.rows} rows scored ({result.coverage:.1%})"]
+    lines += [f"  not scored, {count} rows: {kind}" for kind, count in reasons.most_common()]
+    if table and markdown:
+        lines.append(markdown_table(table, first_column="rows scored"))
+    elif table:
+        lines += [
+            f"{t.group:40s} n={t.rows:5d}  TPOT median {t.tpot_median:6.1%} p90 "
+            f"{t.tpot_p90:6.1%}  tok/s/GPU median {t.tput_median:6.1%} p90 "
+            f"{t.tput_p90:6.1%}  TTFT median {t.ttft_median:6.1%} p90 {t.ttft_p90:6.1%}"
+            for t in table
+        ]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("log", type=Path, help="serving-benchmark log (aiconfigurator silicon CSV)")
@@ -363,38 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as err:
         print(f"fleet.perf.score: error: {err}", file=sys.stderr)
         return 2
-    scored = len(result.scored.line)
     if args.rows is not None:
         write_rows(result, args.rows)
-    if args.json:
-        table = summaries(result.scored) if scored else []
-        print(
-            json.dumps(
-                {
-                    "rows": result.rows,
-                    "scored": scored,
-                    "coverage": result.coverage,
-                    "not_scored": dict(Counter(kind for _, kind, _ in result.uncovered)),
-                    "groups": [dataclasses.asdict(t) for t in table],
-                },
-                indent=2,
-            )
-        )
-        return 0
-    print(f"coverage: {scored} of {result.rows} rows scored ({result.coverage:.1%})")
-    for kind, count in Counter(kind for _, kind, _ in result.uncovered).most_common():
-        print(f"  not scored, {count} rows: {kind}")
-    if scored:
-        table = summaries(result.scored)
-        if args.markdown:
-            print(markdown_table(table, first_column="rows scored"))
-        else:
-            for t in table:
-                print(
-                    f"{t.group:40s} n={t.rows:5d}  TPOT median {t.tpot_median:6.1%} p90 "
-                    f"{t.tpot_p90:6.1%}  tok/s/GPU median {t.tput_median:6.1%} p90 "
-                    f"{t.tput_p90:6.1%}  TTFT median {t.ttft_median:6.1%} p90 {t.ttft_p90:6.1%}"
-                )
+    print(report(result, markdown=args.markdown, as_json=args.json))
     return 0
 
 

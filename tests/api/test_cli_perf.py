@@ -213,3 +213,29 @@ def test_frontier_disaggregated(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     code, out, _ = run(capsys, *argv)  # aggregated: no unit column filled
     assert code == 0 and ", aggregated:" in out
     assert all(r["disaggregated"] == "" for r in csv.DictReader(csv_path.open()))
+
+
+def test_score_prints_coverage_and_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``farebox score``: a known row scored, an unknown system counted; a missing file is one
+    line and exit 2."""
+    log = tmp_path / "log.csv"
+    log.write_text(
+        "silicon_data_source,backend,model_path,system,mode,isl,osl,gemm_quant_mode,"
+        "moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_ep_size,"
+        "silicon_ttft_ms,silicon_tpot_ms\n"
+        "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,b200_sxm,agg,1024,1024,fp8,fp8,"
+        "32,4,1,,1,80,12\n"
+        "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,b300_sxm,agg,1024,1024,fp8,fp8,"
+        "32,4,1,,1,80,12\n"
+    )
+    code, out, _ = run(capsys, "score", str(log), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc["rows"], doc["scored"]) == (2, 1)
+    assert doc["not_scored"] == {"unknown system 'b300_sxm'": 1}
+    assert [g["group"] for g in doc["groups"]][:2] == ["all", "accelerator b200"]
+    code, out, err = run(capsys, "score", str(tmp_path / "absent.csv"))
+    assert code == 2 and out == ""
+    assert err.startswith("farebox score: error: serving log:") and err.count("\n") == 1
