@@ -16,9 +16,10 @@ Held-out split: a seeded quarter (``SEED``) of each engine's run series — a se
 never seen by the fit and only scored. Rows the model rejects and the rows labelled multi-node
 (which repeat single-node runs, docs/calibration.md) are left out.
 
-Blackwell (b200, gb200) has per-engine kernel tables but no runs: each kernel part of an engine's
-Hopper multiplier is moved by how that engine's kernels compare with TensorRT-LLM's on the part,
-against the same comparison on Hopper (``fleet.perf.kernel_engines``):
+Blackwell (b200, gb200) and Blackwell Ultra (b300, gb300) have per-engine kernel tables but no
+runs: each kernel part of an engine's Hopper multiplier is moved by how that engine's kernels
+compare with TensorRT-LLM's on the part, against the same comparison on Hopper
+(``fleet.perf.kernel_engines``):
     m_blackwell = m_hopper x (e / trtllm on the part) / (e / trtllm on Hopper),
 for bandwidth (GEMM BF16 weight streaming), flops per precision (GEMM of that precision), link
 (all-reduce link fraction) and collective overhead (all-reduce call latency); the step overhead
@@ -62,7 +63,11 @@ PRIOR_SD = 0.1
 many rows agree (0.25 and 0.5 fit vLLM's and TensorRT-LLM's held-out rows worse)."""
 BOUNDS = (0.25, 4.0)
 NODE_GPUS = 8
-BLACKWELL = ("b200", "gb200")
+BLACKWELL = ("b200", "gb200", "b300", "gb300")
+MIN_CALL_US = 0.5
+"""A fitted all-reduce call latency below this is no measurement (one NVLink hop alone takes
+~1-2 us): the fit put the table's small messages on the bandwidth term. SGLang's GB300 table
+fits to 0 us (held-out error 37%); that engine's collective overhead there is left unmeasured."""
 SCHEDULERS = {
     "trtllm": (
         False,
@@ -274,10 +279,13 @@ def kernel_ratios(data: Path, catalog: Catalog) -> dict[tuple[str, str], dict[st
                 f["flops.fp4"] = ke.gemm(data, acc, e, "fp4").params["flops_fraction"]
             ar = ke.all_reduce(data, acc, e).params
             f["link"] = ar["link_fraction"]
-            f["collective_overhead"] = ar["call_us"]
+            if ar["call_us"] >= MIN_CALL_US:
+                f["collective_overhead"] = ar["call_us"]
             figures[e] = f
         for e in ENGINES:
-            out[(e, acc_id)] = {k: v / figures["trtllm"][k] for k, v in figures[e].items()}
+            out[(e, acc_id)] = {
+                k: v / figures["trtllm"][k] for k, v in figures[e].items() if k in figures["trtllm"]
+            }
     return out
 
 
@@ -294,6 +302,8 @@ def blackwell(
         if name == "step_overhead":
             out[name] = value
             continue
+        if name not in ratios[(e, acc)]:
+            continue  # no usable kernel figure on this part: left out, i.e. not measured (1)
         out[name] = value * ratios[(e, acc)][name] / on_hopper(name)
     if "flops.fp4" in ratios[(e, acc)]:
         # No Hopper run exercises FP4 tensor cores (FP4 is weight-only there), so no end-to-end

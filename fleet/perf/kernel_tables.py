@@ -24,7 +24,14 @@ import polars as pl
 from fleet.perf.types import FloatArray
 
 PACKAGE = "aiconfigurator-core 0.12.0 (Apache-2.0)"
-SYSTEMS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm", "b200": "b200_sxm", "gb200": "gb200"}
+SYSTEMS = {
+    "h100-sxm": "h100_sxm",
+    "h200-sxm": "h200_sxm",
+    "b200": "b200_sxm",
+    "gb200": "gb200",
+    "b300": "b300_sxm",
+    "gb300": "gb300",
+}
 """Catalog accelerator id -> the package's system directory."""
 ENGINE = "trtllm"
 ENGINE_VERSION = "1.3.0rc20"

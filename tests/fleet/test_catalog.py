@@ -17,11 +17,12 @@ from fleet.catalog.schema import ARCHITECTURE_FIELDS, PRECISIONS, Frozen
 from fleet.errors import InputError
 
 ACCELERATOR_IDS = {
-    "h100-sxm", "h200-sxm", "b200", "gb200", "mi300x", "mi325x",
+    "h100-sxm", "h200-sxm", "b200", "gb200", "b300", "gb300", "mi300x", "mi325x",
     "tpu-v5e", "tpu-v5p", "tpu-v6e", "gaudi3", "wse3", "groq-lpu",
 }  # fmt: skip
 SYSTEM_IDS = {
-    "hgx-h100-8", "hgx-h200-8", "hgx-b200-8", "gb200-nvl72", "mi300x-8", "mi325x-8",
+    "hgx-h100-8", "hgx-h200-8", "hgx-b200-8", "gb200-nvl72", "hgx-b300-8", "gb300-nvl72",
+    "mi300x-8", "mi325x-8",
     "tpu-v5e-8", "tpu-v5e-16", "tpu-v5p-4chip", "tpu-v5p-64chip", "tpu-v6e-8", "tpu-v6e-64",
     "gaudi3-8", "cs3", "groqrack",
 }  # fmt: skip
@@ -228,7 +229,9 @@ def test_models_and_systems_answer_to_their_log_names(catalog: Catalog) -> None:
     assert catalog.model_named("meta-llama/Llama-3.1-70B").id == "llama-3.1-70b"
     assert catalog.system_named("b200_sxm").id == "hgx-b200-8"
     assert catalog.system_named("gb200-nvl72").id == "gb200-nvl72"
+    assert catalog.system_named("b300_sxm").id == "hgx-b300-8"
+    assert catalog.system_named("gb300").id == "gb300-nvl72"
     with pytest.raises(UnknownIdError, match=r"unknown model 'Qwen/Qwen3\.5-397B-A17B'"):
         catalog.model_named("Qwen/Qwen3.5-397B-A17B")
-    with pytest.raises(UnknownIdError, match="unknown system 'b300_sxm'"):
-        catalog.system_named("b300_sxm")
+    with pytest.raises(UnknownIdError, match="unknown system 'a100_sxm'"):
+        catalog.system_named("a100_sxm")

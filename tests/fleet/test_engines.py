@@ -99,6 +99,10 @@ def test_notes_say_what_is_not_measured(catalog: Catalog) -> None:
     assert "no measurements on mi300x" in (engine_note(catalog, "vllm", "mi300x") or "")
     note = engine_note(catalog, "sglang", "h100-sxm") or ""
     assert "flops.int8" in note and "flops.fp4" not in note  # fp4 is weight-only on Hopper
+    # SGLang's GB300 all-reduce table fits to a 0 us call: no measurement, so no multiplier.
+    gb300 = engine_note(catalog, "sglang", "gb300") or ""
+    assert "collective_overhead" in gb300 and "link" not in gb300.split(":")[-1]
+    assert "collective_overhead" not in (engine_note(catalog, "sglang", "gb200") or "")
 
 
 def _copy(tmp_path: Path, old: str, new: str) -> Path:
@@ -117,7 +121,7 @@ def _copy(tmp_path: Path, old: str, new: str) -> Path:
         ('id = "vllm"', 'id = "trtllm"', "duplicate id 'trtllm'"),
         (
             'accelerators = ["b200"]',
-            'accelerators = ["b300"]',
+            'accelerators = ["b400"]',
             r"engines\[0\]\.factors\[1\]\.accelerators \(id 'trtllm'\): unknown accelerator",
         ),
         (

@@ -172,7 +172,7 @@ def test_kernel_transfer_without_kernel_figures_is_refused(tmp_path: Path) -> No
     (tmp_path / "accelerators.toml").write_text(
         text.replace('basis = "hopper-transfer-estimate"', 'basis = "kernel-transfer"', 1)
     )
-    with pytest.raises(CatalogError, match=r"accelerators\[4\]\.kernel \(id 'mi300x'\)"):
+    with pytest.raises(CatalogError, match=r"accelerators\[6\]\.kernel \(id 'mi300x'\)"):
         load_catalog(tmp_path)
 
 
