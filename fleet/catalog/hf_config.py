@@ -1,0 +1,266 @@
+"""A model's architecture fields from its Hugging Face ``config.json``, and whether a checkpoint is
+an architecture the catalog already holds.
+
+Serving logs name models by checkpoint (``nvidia/Kimi-K2.6-NVFP4``); a re-release or quantized
+checkpoint of an architecture in ``fleet/data/models.toml`` is served exactly like it, and the
+catalog resolves it through ``aliases``. This module reads a config the way the catalog's entries
+were written (the fields of ``fleet.catalog.schema.ARCHITECTURE_FIELDS``), so that whether two
+checkpoints share an architecture is checked field by field instead of guessed from the name:
+
+    python -m fleet.catalog.hf_config CONFIG.json [CONFIG.json ...]
+
+prints, per config, the catalog model it matches (an alias candidate), or the fields where it
+differs from the nearest one, or why the model cannot be described by the catalog's fields
+(linear-attention or state-space layers, for instance). Exit status 0 when every config matched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleet.catalog.load import Catalog, load_catalog
+from fleet.catalog.schema import Model
+
+Fields = dict[str, Any]
+
+LLAMA4_GLOBAL_EVERY = 4
+"""Llama 4 (``llama4_text``): every 4th layer attends globally without RoPE, the others within
+chunks of ``attention_chunk_size`` tokens (Llama 4 model card and transformers' Llama4 code)."""
+
+UNSUPPORTED_LAYER_TYPES = frozenset(
+    {"linear_attention", "mamba", "mamba2", "gated_deltanet", "recurrent", "ssm"}
+)
+"""Layer kinds whose per-request state does not grow with the context: not the catalog's
+attention fields, so such models are reported as not describable rather than forced in."""
+
+
+@dataclass(frozen=True, slots=True)
+class Described:
+    fields: Fields | None
+    """The catalog's architecture fields (``mla`` and ``moe`` as dicts), None when not
+    describable."""
+    reason: str = ""
+    """Why not, when ``fields`` is None."""
+
+
+def _text(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The language model's part of a multimodal config (``text_config``), else the config."""
+    inner = config.get("text_config")
+    return inner if isinstance(inner, Mapping) else config
+
+
+def _first(c: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
+    for k in keys:
+        if c.get(k) is not None:
+            return c[k]
+    return default
+
+
+def describe(config: Mapping[str, Any]) -> Described:
+    """The catalog's architecture fields of ``config`` (a parsed ``config.json``)."""
+    c = _text(config)
+    layer_types = list(c.get("layer_types") or [])
+    odd = sorted({t for t in layer_types if t in UNSUPPORTED_LAYER_TYPES})
+    if odd:
+        return Described(None, f"layer types {', '.join(odd)}: per-request state, not a KV cache")
+    if c.get("hybrid_override_pattern") or c.get("ssm_state_size") or c.get("mamba_num_heads"):
+        return Described(None, "state-space (Mamba) layers: per-request state, not a KV cache")
+    heads = int(c["num_attention_heads"])
+    hidden = int(c["hidden_size"])
+    layers = int(c["num_hidden_layers"])
+    fields: Fields = {
+        "num_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_kv_heads": int(_first(c, "num_key_value_heads", default=heads)),
+        "vocab_size": int(c["vocab_size"]),
+        "tie_word_embeddings": bool(
+            config.get("tie_word_embeddings", c.get("tie_word_embeddings", False))
+        ),
+        "mtp_layers": int(
+            _first(
+                c, "num_nextn_predict_layers", "num_mtp_modules", "mtp_num_hidden_layers", default=0
+            )
+        ),
+    }
+    if c.get("kv_lora_rank"):
+        nope, rope = int(c["qk_nope_head_dim"]), int(c["qk_rope_head_dim"])
+        fields["attention"] = "mla"
+        fields["head_dim"] = nope + rope
+        fields["num_kv_heads"] = heads
+        fields["mla"] = {
+            "kv_lora_rank": int(c["kv_lora_rank"]),
+            "q_lora_rank": int(c.get("q_lora_rank") or 0),
+            "qk_rope_head_dim": rope,
+            "qk_nope_head_dim": nope,
+            "v_head_dim": int(c["v_head_dim"]),
+            "index_n_heads": int(c.get("index_n_heads") or 0),
+            "index_head_dim": int(c.get("index_head_dim") or 0),
+        }
+    else:
+        fields["attention"] = "gqa"
+        fields["head_dim"] = int(_first(c, "head_dim", default=hidden // heads))
+        fields["mla"] = None
+    fields.update(_moe(c))
+    sliding = [t for t in layer_types if t == "sliding_attention"]
+    window = c.get("sliding_window") if sliding else None
+    fields["sliding_window"] = int(window) if window else None
+    fields["sliding_window_layers"] = len(sliding) if window else 0
+    if c.get("attention_chunk_size") and not sliding:
+        # Llama 4: chunked local attention on 3 of every 4 layers (every 4th is global, NoPE);
+        # the catalog holds a chunk as a sliding window of its size (an upper bound of its KV).
+        fields["sliding_window"] = int(c["attention_chunk_size"])
+        fields["sliding_window_layers"] = layers - layers // LLAMA4_GLOBAL_EVERY
+    return Described(fields)
+
+
+def _moe(c: Mapping[str, Any]) -> Fields:
+    experts = _first(c, "n_routed_experts", "num_local_experts", "num_experts")
+    if not experts:
+        return {"intermediate_size": int(c["intermediate_size"]), "moe": None}
+    expert_width = _first(c, "moe_intermediate_size")
+    dense_width = _first(c, "intermediate_size_mlp", "intermediate_size")
+    if (
+        expert_width is None
+    ):  # Mixtral, MiniMax, Llama 4, gpt-oss: intermediate_size is the expert's
+        expert_width = c["intermediate_size"]
+        dense_width = _first(c, "intermediate_size_mlp", default=expert_width)
+    shared = int(_first(c, "n_shared_experts", "num_shared_experts", default=0))
+    if str(c.get("model_type", "")).startswith("llama4"):
+        shared = 1  # every Llama 4 MoE layer adds a shared expert of the routed experts' width
+    shared_width = int(
+        _first(c, "shared_expert_intermediate_size", "shared_intermediate_size", default=0)
+    )
+    if shared == 0 and shared_width > 0:
+        shared = 1
+    moe: Fields = {
+        "num_experts": int(experts),
+        "experts_per_token": int(_first(c, "num_experts_per_tok", "experts_per_token")),
+        "num_shared_experts": shared,
+        "expert_intermediate_size": int(expert_width),
+        "shared_expert_intermediate_size": 0 if shared_width == int(expert_width) else shared_width,
+        "dense_layers": int(_first(c, "first_k_dense_replace", default=0)),
+        "moe_layer_interval": int(
+            _first(c, "interleave_moe_layer_step", "decoder_sparse_step", default=1)
+        ),
+    }
+    return {"intermediate_size": int(dense_width), "moe": moe}
+
+
+def catalog_fields(model: Model) -> Fields:
+    """A catalog entry's architecture fields, in ``describe``'s form."""
+    out: Fields = {
+        "num_layers": model.num_layers,
+        "hidden_size": model.hidden_size,
+        "num_attention_heads": model.num_attention_heads,
+        "num_kv_heads": model.num_kv_heads,
+        "head_dim": model.head_dim,
+        "intermediate_size": model.intermediate_size,
+        "vocab_size": model.vocab_size,
+        "tie_word_embeddings": model.tie_word_embeddings,
+        "attention": model.attention,
+        "mtp_layers": model.mtp_layers,
+        "sliding_window": model.sliding_window,
+        "sliding_window_layers": model.sliding_window_layers,
+        "mla": None,
+        "moe": None,
+    }
+    if model.mla is not None:
+        m = model.mla
+        out["mla"] = {
+            "kv_lora_rank": m.kv_lora_rank,
+            "q_lora_rank": m.q_lora_rank,
+            "qk_rope_head_dim": m.qk_rope_head_dim,
+            "qk_nope_head_dim": m.qk_nope_head_dim,
+            "v_head_dim": m.v_head_dim,
+            "index_n_heads": m.index_n_heads,
+            "index_head_dim": m.index_head_dim,
+        }
+    if model.moe is not None:
+        e = model.moe
+        out["moe"] = {
+            "num_experts": e.num_experts,
+            "experts_per_token": e.experts_per_token,
+            "num_shared_experts": e.num_shared_experts,
+            "expert_intermediate_size": e.expert_intermediate_size,
+            "shared_expert_intermediate_size": e.shared_expert_intermediate_size,
+            "dense_layers": e.dense_layers,
+            "moe_layer_interval": e.moe_layer_interval,
+        }
+    return out
+
+
+def differences(model: Model, fields: Fields) -> list[str]:
+    """``field: catalog -> config`` for every architecture field that differs (nested tables
+    field by field)."""
+    mine = catalog_fields(model)
+    out = []
+    for name in sorted(mine):
+        a, b = mine[name], fields.get(name)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [f"{name}.{k}: {a[k]} -> {b.get(k)}" for k in sorted(a) if a[k] != b.get(k)]
+        elif a != b:
+            out.append(f"{name}: {a} -> {b}")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    model: Model | None
+    """The catalog model with exactly these fields; None when none."""
+    nearest: Model | None
+    differences: tuple[str, ...]
+    """Against ``nearest`` when nothing matched."""
+    reason: str = ""
+    """Why the config is not describable (then both models are None)."""
+
+
+def match(catalog: Catalog, config: Mapping[str, Any]) -> Match:
+    d = describe(config)
+    if d.fields is None:
+        return Match(None, None, (), d.reason)
+    fields = d.fields
+    ranked = sorted(catalog.models.values(), key=lambda m: (len(differences(m, fields)), m.id))
+    best = ranked[0] if ranked else None
+    diff = tuple(differences(best, fields)) if best is not None else ()
+    if best is not None and not diff:
+        return Match(best, best, ())
+    return Match(None, best, diff)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("configs", nargs="+", type=Path, help="Hugging Face config.json files")
+    args = parser.parse_args(argv)
+    catalog = load_catalog()
+    matched = 0
+    for path in args.configs:
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            print(f"{path}: cannot read: {err}", file=sys.stderr)
+            return 2
+        try:
+            found = match(catalog, config)
+        except (KeyError, TypeError, ValueError) as err:
+            print(f"{path}: not a model config this reader knows: missing or bad {err}")
+            continue
+        if found.model is not None:
+            matched += 1
+            print(f"{path}: same architecture as {found.model.id}")
+        elif found.reason:
+            print(f"{path}: not describable by the catalog's fields: {found.reason}")
+        else:
+            near = found.nearest.id if found.nearest is not None else "-"
+            print(f"{path}: new architecture; nearest {near}: {'; '.join(found.differences)}")
+    return 0 if matched == len(args.configs) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
