@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from fleet.catalog.load import Catalog, load_catalog
-from fleet.catalog.schema import Model
+from fleet.catalog.schema import ARCHITECTURE_FIELDS, Model
 
 Fields = dict[str, Any]
 
@@ -155,44 +157,10 @@ def _moe(c: Mapping[str, Any]) -> Fields:
 
 def catalog_fields(model: Model) -> Fields:
     """A catalog entry's architecture fields, in ``describe``'s form."""
-    out: Fields = {
-        "num_layers": model.num_layers,
-        "hidden_size": model.hidden_size,
-        "num_attention_heads": model.num_attention_heads,
-        "num_kv_heads": model.num_kv_heads,
-        "head_dim": model.head_dim,
-        "intermediate_size": model.intermediate_size,
-        "vocab_size": model.vocab_size,
-        "tie_word_embeddings": model.tie_word_embeddings,
-        "attention": model.attention,
-        "mtp_layers": model.mtp_layers,
-        "sliding_window": model.sliding_window,
-        "sliding_window_layers": model.sliding_window_layers,
-        "mla": None,
-        "moe": None,
-    }
-    if model.mla is not None:
-        m = model.mla
-        out["mla"] = {
-            "kv_lora_rank": m.kv_lora_rank,
-            "q_lora_rank": m.q_lora_rank,
-            "qk_rope_head_dim": m.qk_rope_head_dim,
-            "qk_nope_head_dim": m.qk_nope_head_dim,
-            "v_head_dim": m.v_head_dim,
-            "index_n_heads": m.index_n_heads,
-            "index_head_dim": m.index_head_dim,
-        }
-    if model.moe is not None:
-        e = model.moe
-        out["moe"] = {
-            "num_experts": e.num_experts,
-            "experts_per_token": e.experts_per_token,
-            "num_shared_experts": e.num_shared_experts,
-            "expert_intermediate_size": e.expert_intermediate_size,
-            "shared_expert_intermediate_size": e.shared_expert_intermediate_size,
-            "dense_layers": e.dense_layers,
-            "moe_layer_interval": e.moe_layer_interval,
-        }
+    out: Fields = {name: getattr(model, name) for name in ARCHITECTURE_FIELDS}
+    for table in ("mla", "moe"):
+        value = out[table]
+        out[table] = None if value is None else msgspec.structs.asdict(value)
     return out
 
 
