@@ -35,9 +35,7 @@ LLAMA4_GLOBAL_EVERY = 4
 """Llama 4 (``llama4_text``): every 4th layer attends globally without RoPE, the others within
 chunks of ``attention_chunk_size`` tokens (Llama 4 model card and transformers' Llama4 code)."""
 
-UNSUPPORTED_LAYER_TYPES = frozenset(
-    {"linear_attention", "mamba", "mamba2", "gated_deltanet", "recurrent", "ssm"}
-)
+UNSUPPORTED_LAYER_TYPES = frozenset({"mamba", "mamba2", "recurrent", "ssm"})
 """Layer kinds whose per-request state does not grow with the context: not the catalog's
 attention fields, so such models are reported as not describable rather than forced in."""
 
@@ -85,6 +83,8 @@ def describe(config: Mapping[str, Any]) -> Described:
         "tie_word_embeddings": bool(
             config.get("tie_word_embeddings", c.get("tie_word_embeddings", False))
         ),
+        "attention_output_gate": bool(c.get("attn_output_gate", False)),
+        "linear_attention": _linear_attention(c, layer_types),
         "mtp_layers": int(
             _first(
                 c, "num_nextn_predict_layers", "num_mtp_modules", "mtp_num_hidden_layers", default=0
@@ -122,6 +122,26 @@ def describe(config: Mapping[str, Any]) -> Described:
     return Described(fields)
 
 
+SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+"""Bytes of the recurrent state by the config's ``mamba_ssm_dtype`` (serving keeps float32
+unless the config pins another: SGLang's default, which aiconfigurator-core follows)."""
+
+
+def _linear_attention(c: Mapping[str, Any], layer_types: list[str]) -> Fields | None:
+    linear = sum(1 for t in layer_types if t == "linear_attention")
+    if not linear:
+        return None
+    return {
+        "layers": linear,
+        "num_key_heads": int(c["linear_num_key_heads"]),
+        "key_head_dim": int(c["linear_key_head_dim"]),
+        "num_value_heads": int(c["linear_num_value_heads"]),
+        "value_head_dim": int(c["linear_value_head_dim"]),
+        "conv_kernel": int(c.get("linear_conv_kernel_dim", 4)),
+        "state_bytes": SSM_DTYPE_BYTES.get(str(c.get("mamba_ssm_dtype", "float32")), 4),
+    }
+
+
 def _moe(c: Mapping[str, Any]) -> Fields:
     experts = _first(c, "n_routed_experts", "num_local_experts", "num_experts")
     if not experts:
@@ -152,13 +172,14 @@ def _moe(c: Mapping[str, Any]) -> Fields:
             _first(c, "interleave_moe_layer_step", "decoder_sparse_step", default=1)
         ),
     }
-    return {"intermediate_size": int(dense_width), "moe": moe}
+    # No dense layer and no dense width in the config (Qwen3.5): the field holds the expert's.
+    return {"intermediate_size": int(dense_width or expert_width), "moe": moe}
 
 
 def catalog_fields(model: Model) -> Fields:
     """A catalog entry's architecture fields, in ``describe``'s form."""
     out: Fields = {name: getattr(model, name) for name in ARCHITECTURE_FIELDS}
-    for table in ("mla", "moe"):
+    for table in ("mla", "moe", "linear_attention"):
         value = out[table]
         out[table] = None if value is None else msgspec.structs.asdict(value)
     return out

@@ -159,6 +159,13 @@ def _model_problem(model: Model) -> tuple[str, str] | None:
         return "sliding_window", "set exactly when sliding_window_layers > 0"
     if model.sliding_window_layers > model.num_layers:
         return "sliding_window_layers", "exceeds num_layers"
+    linear = model.linear_attention
+    if linear is not None and linear.layers + model.sliding_window_layers >= model.num_layers:
+        return "linear_attention.layers", "leaves no full-attention layer"
+    if linear is not None and model.mla is not None:
+        return "linear_attention", "not combined with mla"
+    if linear is not None and linear.num_value_heads % linear.num_key_heads:
+        return "linear_attention.num_key_heads", "must divide num_value_heads"
     if moe is not None and moe.experts_per_token > moe.num_experts:
         return "moe.experts_per_token", "exceeds num_experts"
     if moe is not None and moe.dense_layers >= model.num_layers:

@@ -12,7 +12,11 @@ so in the catalog's sources).
 KV cache per token and layer, in elements: GQA stores K and V of every KV head,
 ``2 x kv_heads x head_dim``; MLA stores the compressed latent and the RoPE key,
 ``kv_lora_rank + qk_rope_head_dim`` (plus the DSA indexer key where present). Sliding-window
-layers keep at most ``sliding_window`` tokens.
+layers keep at most ``sliding_window`` tokens. Linear-attention (Gated DeltaNet) layers keep no
+KV cache but a fixed state per request: value heads x key dim x value dim of recurrent state
+plus the convolution's last ``conv_kernel - 1`` inputs (``state_bytes_per_layer``); their
+weights are the q/k/v/z input projection, the b/a gate projection, the depthwise convolution and
+the output projection.
 """
 
 from __future__ import annotations
@@ -80,13 +84,42 @@ def moe_layer_count(model: Model) -> int:
     )
 
 
+def linear_attention_layers(model: Model) -> int:
+    """Layers with a linear-attention block (no KV cache)."""
+    return model.linear_attention.layers if model.linear_attention is not None else 0
+
+
+def linear_attention_params_per_layer(model: Model) -> float:
+    """Weights of one Gated DeltaNet block: in_proj_qkvz, in_proj_ba, conv1d, out_proj."""
+    la = model.linear_attention
+    if la is None:
+        return 0.0
+    h = model.hidden_size
+    keys, values = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
+    qkvz = h * (2 * keys + 2 * values)
+    ba = h * 2 * la.num_value_heads
+    conv = (2 * keys + values) * la.conv_kernel
+    return float(qkvz + ba + conv + values * h)
+
+
+def state_bytes_per_layer(model: Model) -> float:
+    """Bytes of one request's state in one linear-attention layer (all heads)."""
+    la = model.linear_attention
+    if la is None:
+        return 0.0
+    recurrent = la.num_value_heads * la.key_head_dim * la.value_head_dim * la.state_bytes
+    conv_inputs = 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads * la.value_head_dim
+    return float(recurrent + conv_inputs * (la.conv_kernel - 1) * 2)
+
+
 def attention_params_per_layer(model: Model) -> float:
-    """Weights of one attention block (projections only)."""
+    """Weights of one (softmax) attention block (projections only)."""
     h = model.hidden_size
     heads = model.num_attention_heads
     mla = model.mla
     if mla is None:
-        q_and_o = 2 * h * heads * model.head_dim
+        q_width = heads * model.head_dim * (2 if model.attention_output_gate else 1)
+        q_and_o = h * q_width + h * heads * model.head_dim
         kv = 2 * h * model.num_kv_heads * model.head_dim
         return float(q_and_o + kv)
     qk_head = mla.qk_nope_head_dim + mla.qk_rope_head_dim
@@ -113,7 +146,10 @@ def param_breakdown(model: Model) -> ParamBreakdown:
     h = model.hidden_size
     embedding = float(model.vocab_size * h)
     lm_head = 0.0 if model.tie_word_embeddings else embedding
-    attention = model.num_layers * attention_params_per_layer(model)
+    linear = linear_attention_layers(model)
+    attention = (model.num_layers - linear) * attention_params_per_layer(
+        model
+    ) + linear * linear_attention_params_per_layer(model)
     gated_ffn = 3 * h  # gate, up and down projections per unit of FFN width
     moe = model.moe
     n_moe = moe_layer_count(model)
@@ -171,12 +207,13 @@ def kv_bytes_per_sequence(
     array (vectorized over configurations).
     """
     per_token_layer = kv_elements_per_token_per_layer(model) * kv_bytes_per_element
-    full_layers = model.num_layers - model.sliding_window_layers
+    linear = linear_attention_layers(model)
+    full_layers = model.num_layers - model.sliding_window_layers - linear
     tokens = np.asarray(context_tokens, dtype=np.float64)
     held = full_layers * tokens
     if model.sliding_window is not None and model.sliding_window_layers:
         held = held + model.sliding_window_layers * np.minimum(tokens, model.sliding_window)
-    out = per_token_layer * held
+    out = per_token_layer * held + linear * state_bytes_per_layer(model)
     return float(out) if out.ndim == 0 else out
 
 

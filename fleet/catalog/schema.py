@@ -233,6 +233,24 @@ class Mla(Frozen, frozen=True, kw_only=True):
     """Indexer key width; the indexer caches one such key per token and layer."""
 
 
+class LinearAttention(Frozen, frozen=True, kw_only=True):
+    """Gated DeltaNet linear-attention layers (Qwen3-Next, Qwen3.5): each keeps a fixed-size
+    recurrent state per request instead of a KV cache that grows with the context."""
+
+    layers: PositiveInt
+    """How many of ``num_layers`` are linear-attention layers (the rest attend over a KV cache)."""
+    num_key_heads: PositiveInt
+    key_head_dim: PositiveInt
+    num_value_heads: PositiveInt
+    value_head_dim: PositiveInt
+    conv_kernel: PositiveInt = 4
+    """Width of the short causal convolution before the recurrence (its last kernel - 1 inputs
+    are kept per request)."""
+    state_bytes: PositiveInt = 4
+    """Bytes per element of the recurrent state as served (float32 unless the config pins
+    another ``mamba_ssm_dtype``); the convolution window is kept at 2 bytes (model dtype)."""
+
+
 class Moe(Frozen, frozen=True, kw_only=True):
     num_experts: PositiveInt
     experts_per_token: PositiveInt
@@ -268,6 +286,11 @@ class Model(Frozen, frozen=True, kw_only=True):
     sliding_window: PositiveInt | None = None
     sliding_window_layers: NonNegativeInt = 0
     """Layers whose KV cache holds only the last ``sliding_window`` tokens."""
+    linear_attention: LinearAttention | None = None
+    """Linear-attention layers with a per-request state (the other layers attend as above)."""
+    attention_output_gate: bool = False
+    """The attention layers' q projection also yields a sigmoid gate on the output (Qwen3.5
+    ``attn_output_gate``): twice the q width."""
     native_precision: Precision = "bf16"
     """Precision of the released weights."""
     mtp_layers: NonNegativeInt = 0
@@ -300,6 +323,8 @@ ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
         "moe",
         "sliding_window",
         "sliding_window_layers",
+        "linear_attention",
+        "attention_output_gate",
         "mtp_layers",
     }
 )

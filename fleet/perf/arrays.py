@@ -26,8 +26,10 @@ from fleet.catalog import FOUR_BIT, PRECISIONS, Catalog
 from fleet.catalog.params import (
     attention_params_per_layer,
     kv_elements_per_token_per_layer,
+    linear_attention_layers,
     moe_layer_count,
     param_breakdown,
+    state_bytes_per_layer,
 )
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.transfer import resolve_efficiency
@@ -72,6 +74,13 @@ class ModelArrays:
     attention_prefill_flops_per_token_ctx_layer: FloatArray
     """The same for prefill (MLA: the uncompressed multi-head form; GQA: as decode)."""
     attention_params_per_layer: FloatArray
+    linear_layers: FloatArray
+    """Linear-attention (Gated DeltaNet) layers: a fixed state per stream, no KV cache."""
+    state_bytes_per_layer: FloatArray
+    """One stream's state in one such layer, all heads (read and written every decode step)."""
+    state_flops_per_token_layer: FloatArray
+    """FLOPs of one token's recurrence in one such layer (the state's rank-1 update and its
+    read-out: 4 x value heads x key dim x value dim)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +292,13 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "attention_flops_per_token_ctx_layer": attn_flops,
             "attention_prefill_flops_per_token_ctx_layer": prefill_attn_flops,
             "attention_params_per_layer": attention_params_per_layer(model),
+            "linear_layers": linear_attention_layers(model),
+            "state_bytes_per_layer": state_bytes_per_layer(model),
+            "state_flops_per_token_layer": (
+                4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim
+                if (la := model.linear_attention) is not None
+                else 0.0
+            ),
         }
         for key, value in row.items():
             rows[key].append(value)

@@ -146,13 +146,17 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     # the layers, as SRAM pipelines do); a token passes every stage, so pp stages = the model once.
     frac = 1.0 / pp
     sliding_stage = M.sliding_layers[m] * frac
-    full_stage = layers * frac - sliding_stage
+    linear_stage = M.linear_layers[m] * frac
+    full_stage = layers * frac - sliding_stage - linear_stage
     tfrac = frac
     moe_t = M.moe_layers[m] * tfrac
     dense_t = layers * tfrac - moe_t
     sliding_t = M.sliding_layers[m] * tfrac
-    full_t = layers * tfrac - sliding_t
+    linear_t = M.linear_layers[m] * tfrac
+    full_t = layers * tfrac - sliding_t - linear_t
     window = M.sliding_window[m]
+    # A linear-attention layer's state is split over tp by heads, like KV heads.
+    state_per_layer = M.state_bytes_per_layer[m] / tp
 
     # (memory) weights, KV, workspace. 4-bit formats on an MoE model: experts only (FOUR_BIT).
     rp = np.where(_FOUR_BIT[wp] & is_moe, _BF16, wp)  # precision of the non-expert weights
@@ -178,7 +182,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     held = kv_tokens_held(isl + osl + k_draft, full_stage, sliding_stage, window)
     mem = memory_terms(
         weight_bytes=weights,
-        kv_bytes_per_stream=kv_per_layer_token * held,
+        kv_bytes_per_stream=kv_per_layer_token * held + linear_stage * state_per_layer,
         batch=batch,
         dp=dp,
         tp=tp,
@@ -224,7 +228,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_t, sliding_t, window)
     # mean context of a prefilled token: after the cached prefix, half-way through the rest
     ctx_prefill = kv_tokens_held(cached + 0.5 * fresh, full_t, sliding_t, window)
-    kv_read_per_stream = kv_per_layer_token * ctx_decode
+    # the state of a linear-attention layer is read and written back every decode step
+    kv_read_per_stream = kv_per_layer_token * ctx_decode + 2.0 * linear_t * state_per_layer
 
     # seconds of reading per stage step: fixed weights, all routed experts, KV per stream
     fixed_read_s = tfrac * rbytes * replicated / (tp * bw_r) + head_bytes / (pp * bw_head)
@@ -237,10 +242,13 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     # prefill token attention over the prefill context (at BF16), both on the busy ranks.
     replicated_per_token_s = 2.0 * tfrac * replicated / (tp * flops_r)
     expert_per_token_s = 2.0 * tfrac * active_experts / (n * flops)
-    decode_per_token_s = head_flops_per_token / (pp * flops_r) + attn_per_ctx * ctx_decode / (
-        attn_flops_rate
+    state_per_token = linear_t * M.state_flops_per_token_layer[m] / tp
+    decode_per_token_s = head_flops_per_token / (pp * flops_r) + (
+        attn_per_ctx * ctx_decode + state_per_token
+    ) / (attn_flops_rate)
+    prefill_per_token_s = (
+        attn_prefill_per_ctx * ctx_prefill / attn_prefill_rate + state_per_token / attn_flops_rate
     )
-    prefill_per_token_s = attn_prefill_per_ctx * ctx_prefill / attn_prefill_rate
 
     def busy_ranks(streams: FloatArray) -> FloatArray:
         """Attention ranks a step's streams occupy: at most dp, at least one."""

@@ -56,7 +56,7 @@ def test_a_multimodal_config_is_read_from_its_text_part() -> None:
 @pytest.mark.parametrize(
     ("extra", "reason"),
     [
-        ({"layer_types": ["linear_attention", "full_attention"]}, "linear_attention"),
+        ({"layer_types": ["mamba", "full_attention"]}, "mamba"),
         ({"hybrid_override_pattern": "M-M-M*"}, "Mamba"),
     ],
 )
@@ -103,7 +103,7 @@ def test_the_command_names_the_match_and_exits_by_outcome(
     same = tmp_path / "same.json"
     same.write_text(json.dumps(LLAMA_LIKE))
     hybrid = tmp_path / "hybrid.json"
-    hybrid.write_text(json.dumps(dict(LLAMA_LIKE, layer_types=["linear_attention"])))
+    hybrid.write_text(json.dumps(dict(LLAMA_LIKE, hybrid_override_pattern="M-M*")))
     assert main([str(same)]) == 0
     assert "same architecture as llama-3.1-8b" in capsys.readouterr().out
     assert main([str(same), str(hybrid)]) == 1

@@ -15,8 +15,10 @@ from fleet.catalog.params import (
     kv_bytes_per_sequence,
     kv_bytes_per_token,
     kv_elements_per_token_per_layer,
+    linear_attention_layers,
     moe_layer_count,
     param_breakdown,
+    state_bytes_per_layer,
     total_params,
 )
 
@@ -37,11 +39,21 @@ def test_total_matches_the_published_figure(model_id: str) -> None:
     assert derived_b == pytest.approx(model.published_total_params_b, rel=TOLERANCE)
 
 
+ROUNDED_B = 0.5
+"""A figure its publisher gives only to whole billions (its source says "rounded") means
+published +- 0.5B; a tighter bound would test digits nobody published."""
+
+
 @pytest.mark.parametrize("model_id", MODEL_IDS)
 def test_active_matches_the_published_figure_as_counted_by_its_publisher(model_id: str) -> None:
     model = CATALOG.model(model_id)
     derived_b = active_params(model, model.published_active_embeddings) / 1e9
-    assert derived_b == pytest.approx(model.published_active_params_b, rel=TOLERANCE)
+    published = model.published_active_params_b
+    bound = TOLERANCE * published
+    if "rounded" in model.sources["published_active_params_b"]:
+        assert published == round(published)
+        bound = max(bound, ROUNDED_B)
+    assert abs(derived_b - published) <= bound
 
 
 @pytest.mark.parametrize(
@@ -188,5 +200,7 @@ def test_kv_grows_with_context_and_at_most_linearly(
     shorter = kv_bytes_per_sequence(model, 1.0, context)
     longer = kv_bytes_per_sequence(model, 1.0, context + extra)
     full_per_token = model.num_layers * kv_elements_per_token_per_layer(model)
+    # A linear-attention layer's state is fixed: held from the first token, never growing.
+    state = linear_attention_layers(model) * state_bytes_per_layer(model)
     assert shorter <= longer <= shorter + extra * full_per_token
-    assert shorter <= context * full_per_token
+    assert shorter <= context * full_per_token + state
