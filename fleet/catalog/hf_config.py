@@ -10,8 +10,10 @@ checkpoints share an architecture is checked field by field instead of guessed f
     python -m fleet.catalog.hf_config CONFIG.json [CONFIG.json ...]
 
 prints, per config, the catalog model it matches (an alias candidate), or the fields where it
-differs from the nearest one, or why the model cannot be described by the catalog's fields
-(linear-attention or state-space layers, for instance). Exit status 0 when every config matched.
+differs from the nearest one (with ``--toml``, also the new architecture's fields in the
+catalog's TOML layout, to start a ``[[models]]`` entry from), or why the model cannot be
+described by the catalog's fields (state-space layers, for instance). Exit status 0 when every
+config matched.
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ def describe(config: Mapping[str, Any]) -> Described:
         return Described(None, f"layer types {', '.join(odd)}: per-request state, not a KV cache")
     if c.get("hybrid_override_pattern") or c.get("ssm_state_size") or c.get("mamba_num_heads"):
         return Described(None, "state-space (Mamba) layers: per-request state, not a KV cache")
+    if c.get("compress_ratios") or (c.get("index_n_heads") and not c.get("kv_lora_rank")):
+        return Described(None, "compressed sparse attention (no MLA latent): not GQA or MLA KV")
     heads = int(c["num_attention_heads"])
     hidden = int(c["hidden_size"])
     layers = int(c["num_hidden_layers"])
@@ -223,9 +227,49 @@ def match(catalog: Catalog, config: Mapping[str, Any]) -> Match:
     return Match(None, best, diff)
 
 
+def toml_fields(fields: Fields) -> str:
+    """The architecture fields of a new ``[[models]]`` entry as TOML, in the catalog's layout
+    (``[models.linear_attention]``, ``[models.mla]`` and ``[models.moe]`` tables last); the entry's
+    id, names, precision, published figures, quality and sources are the author's to add."""
+
+    def value(v: Any) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
+
+    defaults: Fields = {
+        "tie_word_embeddings": False,
+        "attention": "gqa",
+        "attention_output_gate": False,
+        "mtp_layers": 0,
+        "sliding_window": None,
+        "sliding_window_layers": 0,
+    }
+    lines = []
+    for name in (
+        "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
+        "intermediate_size", "vocab_size", "tie_word_embeddings", "attention",
+        "attention_output_gate", "sliding_window", "sliding_window_layers", "mtp_layers",
+    ):  # fmt: skip
+        if name in defaults and fields.get(name) == defaults[name]:
+            continue
+        lines.append(f"{name} = {value(fields[name])}")
+    for table in ("linear_attention", "mla", "moe"):
+        sub = fields.get(table)
+        if sub:
+            lines.append(f"[models.{table}]")
+            lines += [
+                f"{k} = {value(v)}"
+                for k, v in sub.items()
+                if (v or k == "q_lora_rank") and not (k == "moe_layer_interval" and v == 1)
+            ]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="+", type=Path, help="Hugging Face config.json files")
+    parser.add_argument(
+        "--toml", action="store_true", help="also print a new architecture's fields as TOML"
+    )
     args = parser.parse_args(argv)
     catalog = load_catalog()
     matched = 0
@@ -248,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             near = found.nearest.id if found.nearest is not None else "-"
             print(f"{path}: new architecture; nearest {near}: {'; '.join(found.differences)}")
+            fields = describe(config).fields
+            if args.toml and fields is not None:
+                print(toml_fields(fields))
     return 0 if matched == len(args.configs) else 1
 
 

@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from fleet.catalog import Catalog
-from fleet.catalog.hf_config import catalog_fields, describe, differences, main, match
+from fleet.catalog.hf_config import (
+    catalog_fields,
+    describe,
+    differences,
+    main,
+    match,
+    toml_fields,
+)
+from fleet.catalog.schema import Model
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = REPO_ROOT / "build" / "aic" / "whl" / "aiconfigurator_core" / "model_configs"
@@ -58,6 +68,7 @@ def test_a_multimodal_config_is_read_from_its_text_part() -> None:
     [
         ({"layer_types": ["mamba", "full_attention"]}, "mamba"),
         ({"hybrid_override_pattern": "M-M-M*"}, "Mamba"),
+        ({"compress_ratios": [4, 128], "index_n_heads": 64}, "compressed sparse attention"),
     ],
 )
 def test_layers_with_per_request_state_are_not_forced_into_kv_fields(
@@ -111,3 +122,50 @@ def test_the_command_names_the_match_and_exits_by_outcome(
     assert main([str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot read" in err
+
+
+HYBRID_MOE: dict[str, Any] = {
+    "model_type": "qwen3_5_moe",
+    "text_config": {
+        "num_hidden_layers": 8,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "vocab_size": 1000,
+        "attn_output_gate": True,
+        "layer_types": ["linear_attention"] * 3
+        + ["full_attention"]
+        + ["linear_attention"] * 3
+        + ["full_attention"],
+        "linear_num_key_heads": 16,
+        "linear_key_head_dim": 128,
+        "linear_num_value_heads": 32,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+        "mamba_ssm_dtype": "bfloat16",
+        "num_experts": 64,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "mtp_num_hidden_layers": 1,
+    },
+}
+
+
+@pytest.mark.parametrize("config", [LLAMA_LIKE, HYBRID_MOE], ids=["dense", "hybrid-moe"])
+def test_the_toml_stanza_loads_back_as_the_same_architecture(config: dict[str, Any]) -> None:
+    fields = describe(config).fields
+    assert fields is not None
+    stanza = toml_fields(fields)
+    head = 'id = "x"\nname = "x"\nhf_repo = "x"\npublished_total_params_b = 1\n'
+    head += "published_active_params_b = 1\nquality = 1\n"
+    top, _, tables = stanza.partition("\n[models.")
+    text = "[[models]]\n" + head + top + ("\n[models." + tables if tables else "")
+    text += "\n[models.sources]\n"
+    doc = tomllib.loads(text)["models"][0]
+    model = msgspec.convert(doc, Model)
+    assert differences(model, fields) == []
+    if config is HYBRID_MOE:
+        assert model.linear_attention is not None and model.linear_attention.layers == 6
+        assert model.linear_attention.state_bytes == 2  # the config pins bfloat16
