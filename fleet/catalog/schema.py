@@ -143,6 +143,12 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     all_reduce_link_fraction: PositiveFloat
     all_reduce_call_us_2: PositiveFloat
     all_reduce_call_us_4: PositiveFloat
+    state_bandwidth_fraction: PositiveFloat | None = None
+    """Linear-attention decode: each stream's float32 recurrent state read and written back, as
+    a fraction of HBM bandwidth (above 1 where the kernel keeps the state narrower)."""
+    state_prefill_flops_fraction: PositiveFloat | None = None
+    """Linear-attention prefill: the chunked scan's state update and read-out FLOPs per token
+    (4 x value heads x key dim x value dim) as a fraction of the BF16 peak."""
 
 
 class Accelerator(Frozen, frozen=True, kw_only=True):

@@ -114,6 +114,11 @@ class AcceleratorArrays:
     """(n, P) fraction of each precision's peak; differs from BF16 where kernels say so."""
     prefill_attention_flops_fraction: FloatArray
     """Fraction of the BF16 peak of prefill (flash) attention: a measured kernel figure."""
+    state_bandwidth_fraction: FloatArray
+    """A linear-attention layer's per-stream state, read and written back each decode step, as a
+    fraction of HBM bandwidth (``transfer.ResolvedEfficiency``)."""
+    state_prefill_flops_fraction: FloatArray
+    """Fraction of the BF16 peak a linear-attention layer's prefill scan reaches."""
     step_overhead_s: FloatArray
     layer_overhead_s: FloatArray
     """Fixed cost per layer per step (kernel launches and synchronisation of its kernels)."""
@@ -354,6 +359,8 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         flops_fraction=flops_fraction[:, PRECISIONS.index("bf16")].copy(),
         flops_fraction_by_precision=flops_fraction,
         prefill_attention_flops_fraction=col(lambda a: eff[a.id].prefill_attention_flops_fraction),
+        state_bandwidth_fraction=col(lambda a: eff[a.id].state_bandwidth_fraction),
+        state_prefill_flops_fraction=col(lambda a: eff[a.id].state_prefill_flops_fraction),
         step_overhead_s=col(lambda a: eff[a.id].step_overhead_us * 1e-6),
         layer_overhead_s=col(lambda a: eff[a.id].layer_overhead_us * 1e-6),
         link_fraction=col(lambda a: eff[a.id].link_bandwidth_fraction),

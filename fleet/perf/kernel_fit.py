@@ -148,6 +148,42 @@ def fit_attention(data: Path, acc: Accelerator, kv_dtype: str) -> KernelFit:
     )  # fmt: skip
 
 
+def _rate_and_call(
+    acc: Accelerator,
+    kernel: str,
+    samples: kt.Samples,
+    rate: float,
+    on_flops: bool,
+    start: float,
+    most: float,
+) -> KernelFit:
+    """Fit time = work / (rate x fraction) + a call cost; work = the samples' FLOPs or bytes."""
+
+    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        return (s.flops if on_flops else s.bytes) / (rate * x[0]) + x[1] * 1e-6
+
+    name = "flops_fraction" if on_flops else "bandwidth_fraction"
+    return _fit(
+        acc.id, kernel, samples, predict, (name, "call_us"), (start, 10.0),
+        ((0.001, 0.0), (most, 2000.0)),
+    )  # fmt: skip
+
+
+def fit_gdn_state(data: Path, acc: Accelerator) -> KernelFit:
+    """Linear-attention decode: the streams' float32 state read and written back, over HBM.
+    The figure can exceed 1 where the kernel keeps the state narrower than float32."""
+    samples = kt.gdn_state(data, acc.id)
+    bw = acc.memory_bandwidth_bytes_per_s
+    return _rate_and_call(acc, "linear-attention state", samples, bw, False, 0.8, 4.0)
+
+
+def fit_gdn_prefill(data: Path, acc: Accelerator) -> KernelFit:
+    """Linear-attention prefill: the chunked scan's FLOPs over the BF16 peak, plus a call cost."""
+    peak = (acc.peak_tflops.bf16 or 0.0) * 1e12
+    samples = kt.gdn_prefill(data, acc.id)
+    return _rate_and_call(acc, "linear-attention prefill", samples, peak, True, 0.05, 1.0)
+
+
 def fit_context_attention(data: Path, acc: Accelerator) -> KernelFit:
     peak = (acc.peak_tflops.get("bf16") or 0.0) * 1e12
     samples = kt.context_attention(data, acc.id)
@@ -196,6 +232,7 @@ def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
     moe = list(MOE_EIGHT_SIXTEEN) + four_bit
     fits += [fit_moe(data, acc, d) for d in moe]
     fits += [fit_all_reduce(data, acc), fit_all_to_all(data, acc)]
+    fits += [fit_gdn_state(data, acc), fit_gdn_prefill(data, acc)]
     return fits
 
 
@@ -235,6 +272,8 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
         "all_reduce_link_fraction": by["all-reduce"].params["link_fraction"],
         "all_reduce_call_us_2": call_latency_us(by["all-reduce"], 2.0),
         "all_reduce_call_us_4": call_latency_us(by["all-reduce"], 4.0),
+        "state_bandwidth_fraction": by["linear-attention state"].params["bandwidth_fraction"],
+        "state_prefill_flops_fraction": by["linear-attention prefill"].params["flops_fraction"],
     }
     if "gemm fp4" in by:
         out["gemm_flops_fraction.fp4"] = by["gemm fp4"].params["flops_fraction"]

@@ -142,6 +142,66 @@ def gemm(data: Path, accelerator: str, dtype: str) -> Samples:
     )
 
 
+GDN_TABLE = f"linear_attention/{ENGINE}/{ENGINE_VERSION}/gdn_perf.parquet"
+GDN_MIN_BATCH = 64
+"""Decode rows of at least this many streams: the per-stream state traffic dominates there."""
+
+
+def gdn_state(data: Path, accelerator: str) -> Samples:
+    """Gated DeltaNet decode (``fused_recurrent`` kernels, generation phase, one token per
+    stream): bytes = read and write of every stream's float32 recurrent state (value heads x key
+    dim x value dim x 4 bytes), the width serving keeps it at unless a config pins another."""
+    d = pl.read_parquet(data / SYSTEMS[accelerator] / GDN_TABLE).filter(
+        (pl.col("phase") == "generation")
+        & pl.col("kernel_source").str.starts_with("fused_recurrent")
+        & (pl.col("batch_size") >= GDN_MIN_BATCH)
+    )
+    d = d.group_by(["model_name", "batch_size", "num_v_heads", "head_k_dim", "head_v_dim"]).agg(
+        pl.col("latency").min()
+    )
+    b, hv, dk, dv = (
+        d[c].to_numpy().astype(np.float64)
+        for c in ("batch_size", "num_v_heads", "head_k_dim", "head_v_dim")
+    )
+    state = hv * dk * dv * 4.0
+    return Samples(
+        flops=4.0 * b * hv * dk * dv,
+        bytes=2.0 * b * state,
+        n=np.ones_like(b),
+        latency_s=d["latency"].to_numpy() * 1e-3,
+        held_out=held_out_keys(d.select("model_name")),
+    )
+
+
+GDN_PREFILL_MIN_TOKENS = 2048
+"""Prefill rows of at least this many tokens: the per-token scan dominates the call cost."""
+
+
+def gdn_prefill(data: Path, accelerator: str) -> Samples:
+    """Gated DeltaNet prefill (context phase: the causal conv and the chunked delta-rule scan of
+    one call, summed): FLOPs = 4 x value heads x key dim x value dim per token, the state
+    update and read-out the scan performs per token."""
+    d = pl.read_parquet(data / SYSTEMS[accelerator] / GDN_TABLE).filter(
+        (pl.col("phase") == "context") & (pl.col("num_tokens") >= GDN_PREFILL_MIN_TOKENS)
+    )
+    keys = ["model_name", "batch_size", "seq_len", "num_tokens", "num_v_heads", "head_k_dim",
+            "head_v_dim"]  # fmt: skip
+    fastest = d.group_by([*keys, "kernel_source"]).agg(pl.col("latency").min())
+    d = fastest.group_by(keys).agg(pl.col("latency").sum(), pl.len().alias("kernels"))
+    d = d.filter(pl.col("kernels") == fastest["kernel_source"].n_unique())
+    t, hv, dk, dv = (
+        d[c].to_numpy().astype(np.float64)
+        for c in ("num_tokens", "num_v_heads", "head_k_dim", "head_v_dim")
+    )
+    return Samples(
+        flops=4.0 * t * hv * dk * dv,
+        bytes=np.zeros_like(t),
+        n=np.ones_like(t),
+        latency_s=d["latency"].to_numpy() * 1e-3,
+        held_out=held_out_keys(d.select("model_name")),
+    )
+
+
 def decode_attention(data: Path, accelerator: str, kv_dtype: str) -> Samples:
     """Decode (generation) attention, full-context layers: bytes = the KV cache read.
 

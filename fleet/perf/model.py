@@ -228,13 +228,15 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_t, sliding_t, window)
     # mean context of a prefilled token: after the cached prefix, half-way through the rest
     ctx_prefill = kv_tokens_held(cached + 0.5 * fresh, full_t, sliding_t, window)
-    # the state of a linear-attention layer is read and written back every decode step
-    kv_read_per_stream = kv_per_layer_token * ctx_decode + 2.0 * linear_t * state_per_layer
+    kv_read_per_stream = kv_per_layer_token * ctx_decode
+    # the state of a linear-attention layer is read and written back every decode step, at the
+    # state kernels' measured rate
+    state_rw_s = 2.0 * linear_t * state_per_layer / (peak_bw * A.state_bandwidth_fraction[a])
 
     # seconds of reading per stage step: fixed weights, all routed experts, KV per stream
     fixed_read_s = tfrac * rbytes * replicated / (tp * bw_r) + head_bytes / (pp * bw_head)
     expert_read_s = tfrac * wbytes * experts / (n * bw_e)
-    kv_read_s = kv_read_per_stream / bw_kv
+    kv_read_s = kv_read_per_stream / bw_kv + state_rw_s
 
     # Compute seconds per token of a stage step: linear layers (non-expert at their precision's
     # rate, split over the busy attention ranks; experts at the weight precision's, over all n
@@ -246,8 +248,11 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     decode_per_token_s = head_flops_per_token / (pp * flops_r) + (
         attn_per_ctx * ctx_decode + state_per_token
     ) / (attn_flops_rate)
+    # the chunked linear-attention scan of a prefill runs at its own measured (low) rate
+    state_prefill_rate = A.peak_flops[a, _BF16] * A.state_prefill_flops_fraction[a]
     prefill_per_token_s = (
-        attn_prefill_per_ctx * ctx_prefill / attn_prefill_rate + state_per_token / attn_flops_rate
+        attn_prefill_per_ctx * ctx_prefill / attn_prefill_rate
+        + state_per_token / state_prefill_rate
     )
 
     def busy_ranks(streams: FloatArray) -> FloatArray:

@@ -62,6 +62,14 @@ class ResolvedEfficiency:
     prefill_attention_flops_fraction: float
     """Fraction of the BF16 peak prefill (flash) attention reaches: the part's measured kernel
     figure; the BF16 GEMM fraction where no kernel table exists (published-speed parts)."""
+    state_bandwidth_fraction: float
+    """A linear-attention layer's per-stream state, read and written back each decode step, as a
+    fraction of HBM bandwidth: the part's measured kernel figure (not transferred, like prefill
+    attention); the family's where the part has none (an estimate); the weight-streaming
+    fraction on parts without any kernel table (published-speed parts)."""
+    state_prefill_flops_fraction: float
+    """Fraction of the BF16 peak a linear-attention layer's prefill scan reaches, per its
+    state-update FLOPs: measured, else the family's, else the BF16 GEMM fraction."""
 
 
 def _given(acc: Accelerator) -> ResolvedEfficiency:
@@ -86,6 +94,12 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         expert_bandwidth={p: four_bit if p in FOUR_BIT else bw for p in PRECISIONS},
         prefill_attention_flops_fraction=(
             acc.kernel.context_attention_flops_fraction if acc.kernel is not None else flops
+        ),
+        state_bandwidth_fraction=(
+            acc.kernel.state_bandwidth_fraction or bw if acc.kernel is not None else bw
+        ),
+        state_prefill_flops_fraction=(
+            acc.kernel.state_prefill_flops_fraction or flops if acc.kernel is not None else flops
         ),
     )
 
@@ -172,6 +186,10 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         weight_bandwidth=weight_bw,
         expert_bandwidth=expert_bw,
         prefill_attention_flops_fraction=k.context_attention_flops_fraction,
+        state_bandwidth_fraction=k.state_bandwidth_fraction or base.state_bandwidth_fraction,
+        state_prefill_flops_fraction=(
+            k.state_prefill_flops_fraction or base.state_prefill_flops_fraction
+        ),
     )
 
 

@@ -74,15 +74,17 @@ def test_held_out_shapes_are_predicted_as_well_as_fitted_ones(
     """Held-out medians per kernel (docs/calibration.md): GEMM <= 25%, decode attention <= 35%,
     context (prefill) attention <= 25% (measured 13-15%), collectives <= 25% (their tables have
     ~20 message sizes, so ~5 are held out), MoE grouped GEMMs <= 35% (measured 7-16% for
-    BF16/FP8/NVFP4 and 20-32% for MXFP4, whose table has a handful of expert shapes)."""
+    BF16/FP8/NVFP4 and 20-32% for MXFP4, whose table has a handful of expert shapes), the
+    linear-attention state update <= 5% (measured 0.1-0.6%: a pure streaming kernel) and its
+    prefill scan <= 35% (measured 3-6%, 31% on GB200, whose table holds few held-out rows)."""
     bound = {
         "gemm": 0.25, "decode": 0.35, "context": 0.25, "all-reduce": 0.25, "all-to-all": 0.25,
-        "moe": 0.35,
+        "moe": 0.35, "linear-attention state": 0.05, "linear-attention prefill": 0.35,
     }  # fmt: skip
     for acc_fits in fits.values():
         for f in acc_fits:
             assert f.rows_held_out > 0 and f.rows_fit > f.rows_held_out, f
-            assert f.held_out_median <= bound[f.kernel.split()[0]], f
+            assert f.held_out_median <= bound.get(f.kernel, bound.get(f.kernel.split()[0])), f
 
 
 def test_held_out_split_keeps_shapes_together() -> None:
