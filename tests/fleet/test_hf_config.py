@@ -52,10 +52,10 @@ def _config(repo: str) -> dict[str, Any] | None:
 def test_a_llama_config_is_llama_3_1_8b(catalog: Catalog) -> None:
     found = match(catalog, LLAMA_LIKE)
     assert found.model is not None and found.model.id == "llama-3.1-8b"
-    wider = dict(LLAMA_LIKE, intermediate_size=12288, num_hidden_layers=36)
+    wider = dict(LLAMA_LIKE, intermediate_size=13000, num_hidden_layers=30)
     near = match(catalog, wider)
     assert near.model is None and near.nearest is not None and near.nearest.id == "llama-3.1-8b"
-    assert near.differences == ("intermediate_size: 14336 -> 12288", "num_layers: 32 -> 36")
+    assert near.differences == ("intermediate_size: 14336 -> 13000", "num_layers: 32 -> 30")
 
 
 def test_a_multimodal_config_is_read_from_its_text_part() -> None:
