@@ -112,6 +112,15 @@ def state_bytes_per_layer(model: Model) -> float:
     return float(recurrent + conv_inputs * (la.conv_kernel - 1) * 2)
 
 
+def state_flops_per_token_layer(model: Model) -> float:
+    """FLOPs of one token's recurrence in one linear-attention layer: the state's rank-1 update
+    and its read-out, 4 x value heads x key dim x value dim."""
+    la = model.linear_attention
+    if la is None:
+        return 0.0
+    return 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim
+
+
 def attention_params_per_layer(model: Model) -> float:
     """Weights of one (softmax) attention block (projections only)."""
     h = model.hidden_size

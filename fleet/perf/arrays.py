@@ -30,6 +30,7 @@ from fleet.catalog.params import (
     moe_layer_count,
     param_breakdown,
     state_bytes_per_layer,
+    state_flops_per_token_layer,
 )
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.transfer import resolve_efficiency
@@ -299,11 +300,7 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "attention_params_per_layer": attention_params_per_layer(model),
             "linear_layers": linear_attention_layers(model),
             "state_bytes_per_layer": state_bytes_per_layer(model),
-            "state_flops_per_token_layer": (
-                4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim
-                if (la := model.linear_attention) is not None
-                else 0.0
-            ),
+            "state_flops_per_token_layer": state_flops_per_token_layer(model),
         }
         for key, value in row.items():
             rows[key].append(value)

@@ -136,18 +136,6 @@ def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> KernelFit:
     return _roofline(acc, f"gemm {dtype}", samples, peak, (0.6, 0.7, 5.0), 100.0)
 
 
-def fit_attention(data: Path, acc: Accelerator, kv_dtype: str) -> KernelFit:
-    bw = acc.memory_bandwidth_bytes_per_s
-
-    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
-        return s.bytes / (bw * x[0]) + x[1] * 1e-6
-
-    return _fit(
-        acc.id, f"decode attention kv {kv_dtype}", kt.decode_attention(data, acc.id, kv_dtype),
-        predict, ("bandwidth_fraction", "call_us"), (0.6, 10.0), ((0.01, 0.0), (1.5, 200.0)),
-    )  # fmt: skip
-
-
 def _rate_and_call(
     acc: Accelerator,
     kernel: str,
@@ -155,18 +143,23 @@ def _rate_and_call(
     rate: float,
     on_flops: bool,
     start: float,
-    most: float,
+    bounds: tuple[tuple[float, float], tuple[float, float]],
 ) -> KernelFit:
-    """Fit time = work / (rate x fraction) + a call cost; work = the samples' FLOPs or bytes."""
+    """Fit time = work / (rate x fraction) + a call cost in microseconds; work = the samples'
+    FLOPs or bytes; ``bounds`` = ((least fraction, least call), (most fraction, most call))."""
 
     def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
         return (s.flops if on_flops else s.bytes) / (rate * x[0]) + x[1] * 1e-6
 
     name = "flops_fraction" if on_flops else "bandwidth_fraction"
-    return _fit(
-        acc.id, kernel, samples, predict, (name, "call_us"), (start, 10.0),
-        ((0.001, 0.0), (most, 2000.0)),
-    )  # fmt: skip
+    return _fit(acc.id, kernel, samples, predict, (name, "call_us"), (start, 10.0), bounds)
+
+
+def fit_attention(data: Path, acc: Accelerator, kv_dtype: str) -> KernelFit:
+    samples = kt.decode_attention(data, acc.id, kv_dtype)
+    bw = acc.memory_bandwidth_bytes_per_s
+    kernel = f"decode attention kv {kv_dtype}"
+    return _rate_and_call(acc, kernel, samples, bw, False, 0.6, ((0.01, 0.0), (1.5, 200.0)))
 
 
 def fit_gdn_state(data: Path, acc: Accelerator) -> KernelFit:
@@ -174,14 +167,16 @@ def fit_gdn_state(data: Path, acc: Accelerator) -> KernelFit:
     The figure can exceed 1 where the kernel keeps the state narrower than float32."""
     samples = kt.gdn_state(data, acc.id)
     bw = acc.memory_bandwidth_bytes_per_s
-    return _rate_and_call(acc, "linear-attention state", samples, bw, False, 0.8, 4.0)
+    bounds = ((0.001, 0.0), (4.0, 2000.0))
+    return _rate_and_call(acc, "linear-attention state", samples, bw, False, 0.8, bounds)
 
 
 def fit_gdn_prefill(data: Path, acc: Accelerator) -> KernelFit:
     """Linear-attention prefill: the chunked scan's FLOPs over the BF16 peak, plus a call cost."""
     peak = (acc.peak_tflops.bf16 or 0.0) * 1e12
     samples = kt.gdn_prefill(data, acc.id)
-    return _rate_and_call(acc, "linear-attention prefill", samples, peak, True, 0.05, 1.0)
+    bounds = ((0.001, 0.0), (1.0, 2000.0))
+    return _rate_and_call(acc, "linear-attention prefill", samples, peak, True, 0.05, bounds)
 
 
 def fit_context_attention(data: Path, acc: Accelerator) -> KernelFit:
