@@ -128,9 +128,10 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
 
     gemm_flops_fraction: KernelFlopsFraction
     gemm_bandwidth_fraction: PositiveFloat
-    """Weight streaming of memory-bound (small-m) GEMMs, BF16 and FP8 weights."""
+    """Weight streaming of decode-regime GEMMs (at most 64 tokens, weights of at least 16.8M
+    elements), BF16 and FP8 weights."""
     gemm_fp4_bandwidth_fraction: PositiveFloat | None = None
-    """Weight streaming of memory-bound NVFP4 GEMMs (scales included), where the part has FP4."""
+    """Weight streaming of decode-regime NVFP4 GEMMs (scales included), where the part has FP4."""
     attention_bandwidth_fraction: PositiveFloat
     """KV-cache read of decode attention."""
     moe_bandwidth_fraction: PositiveFloat

@@ -29,30 +29,14 @@ def _fastest(d: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return d.group_by(keys).agg(pl.col("latency").min()).sort(keys)
 
 
-def gemm(data: Path, acc: Accelerator, engine: str, dtype: str) -> kf.KernelFit:
-    table = next(k for k, v in kt.GEMM_DTYPES.items() if v == dtype)
+def gemm(
+    data: Path, acc: Accelerator, engine: str, dtype: str
+) -> tuple[kf.KernelFit, kf.KernelFit]:
+    """``kernel_fit.gemm_fits`` of an engine's GEMM table (its fastest kernel per shape): the
+    all-shape roofline (FLOP fraction) and the decode regime's weight streaming."""
     path = data / kt.SYSTEMS[acc.id] / f"gemm/{engine}/{ENGINES[engine]}/gemm_perf.parquet"
-    d = _fastest(pl.read_parquet(path).filter(pl.col("gemm_dtype") == table), ["m", "n", "k"])
-    m, n, k = (d[c].to_numpy().astype(np.float64) for c in ("m", "n", "k"))
-    act = kt.BF16_BYTES if dtype == "bf16" else 1.0
-    samples = kt.Samples(
-        flops=2.0 * m * n * k,
-        bytes=n * k * kt.WEIGHT_BYTES[dtype] + m * k * act + m * n * kt.BF16_BYTES,
-        n=np.ones_like(m),
-        latency_s=d["latency"].to_numpy() * 1e-3,
-        held_out=kt.held_out_keys(d.select("n", "k")),
-    )
-    peak = (acc.peak_tflops.get(kf.PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
-    bw = acc.memory_bandwidth_bytes_per_s
-
-    def predict(x: np.ndarray, s: kt.Samples) -> np.ndarray:
-        return kf._roof(s.flops / (peak * x[0]), s.bytes / (bw * x[1])) + x[2] * 1e-6
-
-    return kf._fit(
-        acc.id, f"{engine} gemm {dtype}", samples, predict,
-        ("flops_fraction", "bandwidth_fraction", "call_us"),
-        (0.6, 0.7, 5.0), ((0.01, 0.01, 0.0), (1.5, 1.5, 100.0)),
-    )  # fmt: skip
+    rows = _fastest(kt.gemm_rows(path, dtype), ["m", "n", "k"])
+    return kf.gemm_fits(acc, f"{engine} gemm {dtype}", rows, dtype)
 
 
 def attention(data: Path, acc: Accelerator, engine: str) -> kf.KernelFit:
@@ -113,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             row = {}
             for engine in ENGINES:
                 if kernel.startswith("gemm"):
-                    fit = gemm(data, acc, engine, kernel.split()[1])
+                    full, decode = gemm(data, acc, engine, kernel.split()[1])
+                    fit = decode if figure == "bandwidth_fraction" else full
                 elif kernel == "attention":
                     fit = attention(data, acc, engine)
                 else:

@@ -3,7 +3,10 @@
 Per accelerator with tables (``kernel_tables.SYSTEMS``), against the catalog's datasheet figures
 (the same figures the performance model multiplies):
 - GEMM, per dtype: latency = roof(2mnk / (peak_dtype x f_flops), bytes / (bw x f_bw)) + c, with
-  the performance model's smooth roof (``ROOF_SHARPNESS``);
+  the performance model's smooth roof (``ROOF_SHARPNESS``), fitted twice: on every shape (f_flops
+  is the GEMM FLOP figure) and, at that f_flops, on the decode regime alone (``gemm <dtype>
+  decode``: at most 64 tokens, weights of at least 16.8M elements,
+  ``kernel_tables.gemm_decode_rows``), whose f_bw is the weight-streaming figure;
 - decode attention, per KV dtype: latency = KV bytes / (bw x f_bw) + c;
 - context (prefill) attention, BF16: latency = roof(causal FLOPs / (peak_bf16 x f_flops),
   Q/K/V/O bytes / (bw x f_bw)) + c;
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 from scipy.optimize import least_squares
 
 from fleet.catalog import Accelerator, load_catalog
@@ -130,10 +134,34 @@ def _roofline(
     )  # fmt: skip
 
 
-def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> KernelFit:
+def gemm_fits(
+    acc: Accelerator, kernel: str, rows: pl.DataFrame, dtype: str
+) -> tuple[KernelFit, KernelFit]:
+    """Two fits of one GEMM table's ``dtype`` rows: the roofline of every shape (its compute
+    fraction is the GEMM FLOP figure) and, with that compute fraction, the weight streaming of
+    the decode regime (``kernel_tables.gemm_decode_rows``; its bandwidth fraction is the
+    weight-streaming figure, named ``<kernel> decode``)."""
     peak = (acc.peak_tflops.get(PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
-    samples = kt.gemm(data, acc.id, dtype)
-    return _roofline(acc, f"gemm {dtype}", samples, peak, (0.6, 0.7, 5.0), 100.0)
+    samples = kt.gemm_samples(rows, dtype)
+    full = _roofline(acc, kernel, samples, peak, (0.6, 0.7, 5.0), 100.0)
+    bw = acc.memory_bandwidth_bytes_per_s
+    compute = peak * full.params["flops_fraction"]
+
+    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        return _roof(s.flops / compute, s.bytes / (bw * x[0])) + x[1] * 1e-6
+
+    decode = _fit(
+        acc.id, f"{kernel} decode", samples.take(kt.gemm_decode_rows(rows)), predict,
+        ("bandwidth_fraction", "call_us"),
+        (full.params["bandwidth_fraction"], full.params["call_us"]), ((0.01, 0.0), (1.5, 100.0)),
+    )  # fmt: skip
+    return full, decode
+
+
+def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> tuple[KernelFit, KernelFit]:
+    """``gemm_fits`` of the TensorRT-LLM GEMM table."""
+    rows = kt.gemm_rows(data / kt.SYSTEMS[acc.id] / kt.GEMM_TABLE, dtype)
+    return gemm_fits(acc, f"gemm {dtype}", rows, dtype)
 
 
 def _rate_and_call(
@@ -220,7 +248,7 @@ def call_latency_us(fit: KernelFit, n: float) -> float:
 def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
     """Every kernel fit of one accelerator, in a fixed order."""
     dtypes = ["bf16", "fp8", "fp8_block"] + (["fp4"] if acc.peak_tflops.fp4 else [])
-    fits = [fit_gemm(data, acc, d) for d in dtypes]
+    fits = [f for d in dtypes for f in fit_gemm(data, acc, d)]
     fits += [fit_attention(data, acc, kv) for kv in ("bfloat16", "fp8")]
     fits += [fit_context_attention(data, acc)]
     four_bit = ["fp4", MOE_FP4] if acc.peak_tflops.fp4 else ["mxfp4_weight_only"]
@@ -243,10 +271,11 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
                 * by["gemm fp8_block"].params["flops_fraction"]
             )
         ),
+        # Weight streaming: the decode regime's fits (kernel_tables.gemm_decode_rows).
         "gemm_bandwidth_fraction": float(
             np.sqrt(
-                by["gemm bf16"].params["bandwidth_fraction"]
-                * by["gemm fp8"].params["bandwidth_fraction"]
+                by["gemm bf16 decode"].params["bandwidth_fraction"]
+                * by["gemm fp8 decode"].params["bandwidth_fraction"]
             )
         ),
         "attention_bandwidth_fraction": float(
@@ -272,7 +301,7 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     }
     if "gemm fp4" in by:
         out["gemm_flops_fraction.fp4"] = by["gemm fp4"].params["flops_fraction"]
-        out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4"].params["bandwidth_fraction"]
+        out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4 decode"].params["bandwidth_fraction"]
     if f"moe {MOE_FP4}" in by:
         out["moe_fp4_bandwidth_fraction"] = by[f"moe {MOE_FP4}"].params["bandwidth_fraction"]
     return out

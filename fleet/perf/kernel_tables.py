@@ -74,6 +74,14 @@ GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp
 """Table dtype -> our name; fp8 (per-tensor scale) and fp8_block are both served as fp8."""
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5 + 1.0 / 16.0}
 """Bytes per weight element incl. block scales (NVFP4: one FP8 scale per 16 elements)."""
+DECODE_MAX_TOKENS = 64
+"""GEMM rows of at most this many tokens (m) ..."""
+DECODE_MIN_WEIGHTS = 2.0**24
+"""... and weight matrices of at least this many elements (16.8M: every projection of a dense
+model of ~8B parameters and up): the regime in which a decode step streams its weights, and in
+which the model charges weights at the weight-streaming fraction. Fitted on all shapes at once,
+the roofline's bandwidth term is set by the many small matrices (a few MB, a call cost and a
+memory term of the same size); on the large ones it is off by 2-44% (median, held out)."""
 KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
 HELD_OUT_FRACTION = 0.25
 SEED = 20260
@@ -125,21 +133,35 @@ def held_out_keys(keys: pl.DataFrame) -> np.ndarray:
 
 
 def gemm(data: Path, accelerator: str, dtype: str) -> Samples:
-    """GEMM (m x k) @ (k x n): 2mnk FLOPs; bytes = weights + activations in + BF16 out."""
+    """The TensorRT-LLM GEMM table's rows of ``dtype`` (``gemm_samples``)."""
+    return gemm_samples(gemm_rows(data / SYSTEMS[accelerator] / GEMM_TABLE, dtype), dtype)
+
+
+def gemm_rows(path: Path, dtype: str) -> pl.DataFrame:
+    """The rows of one GEMM table (m, n, k, latency, ...) of our ``dtype``."""
     table_dtype = next(k for k, v in GEMM_DTYPES.items() if v == dtype)
-    d = pl.read_parquet(data / SYSTEMS[accelerator] / GEMM_TABLE).filter(
-        pl.col("gemm_dtype") == table_dtype
-    )
+    return pl.read_parquet(path).filter(pl.col("gemm_dtype") == table_dtype)
+
+
+def gemm_samples(d: pl.DataFrame, dtype: str) -> Samples:
+    """GEMM (m x k) @ (k x n): 2mnk FLOPs; bytes = weights + activations in + BF16 out."""
     m, n, k = (d[c].to_numpy().astype(np.float64) for c in ("m", "n", "k"))
-    wb = WEIGHT_BYTES[dtype]
     act = BF16_BYTES if dtype == "bf16" else 1.0
     return Samples(
         flops=2.0 * m * n * k,
-        bytes=n * k * wb + m * k * act + m * n * BF16_BYTES,
+        bytes=n * k * WEIGHT_BYTES[dtype] + m * k * act + m * n * BF16_BYTES,
         n=np.ones_like(m),
         latency_s=d["latency"].to_numpy() * 1e-3,
         held_out=held_out_keys(d.select("n", "k")),
     )
+
+
+def gemm_decode_rows(d: pl.DataFrame) -> np.ndarray:
+    """Boolean per row of a GEMM table: the weight-streaming regime a decode step runs in
+    (``DECODE_MAX_TOKENS``, ``DECODE_MIN_WEIGHTS``)."""
+    return (
+        (d["m"] <= DECODE_MAX_TOKENS) & (d["n"].cast(pl.Float64) * d["k"] >= DECODE_MIN_WEIGHTS)
+    ).to_numpy()
 
 
 GDN_TABLE = f"linear_attention/{ENGINE}/{ENGINE_VERSION}/gdn_perf.parquet"

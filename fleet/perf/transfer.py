@@ -5,7 +5,7 @@ that kernel timings do not show, so a part with measured kernels (``kernel-trans
 family's factors and scales each by how its kernels compare with the family's
 (docs/calibration.md):
 - weight streaming per weight precision: each of the family's figures x gemm_bandwidth_fraction
-  ratio (small-m BF16/FP8 GEMMs); native FP4 is the family's BF16/FP8 figure x this part's
+  ratio (decode-regime BF16/FP8 GEMMs); native FP4 is the family's BF16/FP8 figure x this part's
   gemm_fp4_bandwidth_fraction over the family's BF16/FP8 kernel figure (Hopper runs FP4 only
   weight-only, a different kernel, so its run-fitted 4-bit figure is not the reference);
 - routed MoE experts likewise, by the MoE (grouped GEMM) kernels: each family figure x

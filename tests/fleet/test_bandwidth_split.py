@@ -141,9 +141,10 @@ def test_transfer_scales_each_factor_by_its_own_kernel(catalog: Catalog) -> None
         assert mine.kv_bandwidth_fraction == pytest.approx(
             hopper.kv_bandwidth_fraction * k.attention_bandwidth_fraction / attention
         )
-        # Blackwell reads KV better than Hopper and streams NVFP4 weights worse than BF16.
+        # Blackwell reads KV better than Hopper and streams NVFP4 weights worse than BF16 (its
+        # decode-regime GEMMs: NVFP4 0.55 of HBM against BF16 0.78-0.79).
         assert mine.kv_bandwidth_fraction > hopper.kv_bandwidth_fraction
-        assert mine.weight_bandwidth["fp4"] < 0.7 * mine.weight_bandwidth["bf16"]
+        assert mine.weight_bandwidth["fp4"] < 0.75 * mine.weight_bandwidth["bf16"]
 
 
 def _experts_as_dense(arrays: CatalogArrays) -> CatalogArrays:
@@ -163,7 +164,8 @@ def test_fp4_experts_on_b200_stream_at_the_moe_kernel_fraction(
 ) -> None:
     """DeepSeek-R1 NVFP4 on 8 B200s (ep 8) at a batch that touches every expert: the routed
     experts' read time is their bytes at the MoE kernel's FP4 streaming (~0.72 of HBM), not
-    the dense NVFP4 GEMM's (~0.47); the BF16 attention and shared weights keep theirs."""
+    the dense NVFP4 GEMM's (~0.55 in the decode regime); the BF16 attention and shared weights
+    keep theirs."""
     configs = make_configs(
         catalog, model="deepseek-r1", accelerator="b200", tp=8, ep=8, precision="fp4",
         batch=256, isl=128, osl=128,
@@ -172,7 +174,7 @@ def test_fp4_experts_on_b200_stream_at_the_moe_kernel_fraction(
     dense = estimate(_experts_as_dense(arrays), configs).step_memory_s[0]
     eff = resolve_efficiency(catalog)["b200"]
     ratio = eff.expert_bandwidth["fp4"] / eff.weight_bandwidth["fp4"]
-    assert ratio > 1.4
+    assert ratio > 1.3
     # the experts are most of the bytes read: the step's memory time shrinks by most of the ratio
     assert 1.0 / ratio < moe / dense < 0.8
     # A dense model has no routed experts: the MoE figures change nothing.
@@ -203,6 +205,6 @@ def test_expert_streaming_transfers_by_the_moe_kernels(catalog: Catalog) -> None
         assert mine.expert_bandwidth["fp4"] == pytest.approx(
             hopper.bandwidth_fraction * k.moe_fp4_bandwidth_fraction / moe
         )
-        assert mine.expert_bandwidth["fp4"] > 1.4 * mine.weight_bandwidth["fp4"]
+        assert mine.expert_bandwidth["fp4"] > 1.3 * mine.weight_bandwidth["fp4"]
     for acc in (*HOPPER, "mi300x"):
         assert eff[acc].expert_bandwidth == eff[acc].weight_bandwidth

@@ -71,20 +71,28 @@ def test_catalog_kernel_figures_reproduce_from_the_tables(
 def test_held_out_shapes_are_predicted_as_well_as_fitted_ones(
     fits: dict[str, list[kf.KernelFit]],
 ) -> None:
-    """Held-out medians per kernel (docs/calibration.md): GEMM <= 25%, decode attention <= 35%,
-    context (prefill) attention <= 25% (measured 13-15%), collectives <= 25% (their tables have
-    ~20 message sizes, so ~5 are held out), MoE grouped GEMMs <= 35% (measured 7-16% for
-    BF16/FP8/NVFP4 and 20-32% for MXFP4, whose table has a handful of expert shapes), the
-    linear-attention state update <= 5% (measured 0.1-0.6%: a pure streaming kernel) and its
-    prefill scan <= 35% (measured 3-6%, 31% on GB200, whose table holds few held-out rows)."""
+    """Held-out medians per kernel (docs/calibration.md): GEMM <= 25% over every shape; in the
+    decode regime, where the weight-streaming figure is fitted, BF16/FP8 <= 12% (measured
+    2.6-9.2%) and NVFP4 <= 30% (measured 21-26%: its small-m kernels scatter); decode
+    attention <= 35%, context (prefill) attention <= 25% (measured 13-15%), collectives <= 25%
+    (their tables have ~20 message sizes, so ~5 are held out), MoE grouped GEMMs <= 35%
+    (measured 7-16% for BF16/FP8/NVFP4 and 20-32% for MXFP4, whose table has a handful of expert
+    shapes), the linear-attention state update <= 5% (measured 0.1-0.6%: a pure streaming
+    kernel) and its prefill scan <= 35% (measured 3-6%, 31% on GB200, whose table holds few
+    held-out rows)."""
     bound = {
         "gemm": 0.25, "decode": 0.35, "context": 0.25, "all-reduce": 0.25, "all-to-all": 0.25,
         "moe": 0.35, "linear-attention state": 0.05, "linear-attention prefill": 0.35,
+        "gemm decode": 0.12, "gemm fp4 decode": 0.30,
     }  # fmt: skip
     for acc_fits in fits.values():
         for f in acc_fits:
             assert f.rows_held_out > 0 and f.rows_fit > f.rows_held_out, f
-            assert f.held_out_median <= bound.get(f.kernel, bound.get(f.kernel.split()[0])), f
+            words = f.kernel.split()
+            key = ""
+            if words[-1] == "decode":
+                key = "gemm fp4 decode" if words[1] == "fp4" else "gemm decode"
+            assert f.held_out_median <= bound.get(key, bound.get(f.kernel, bound.get(words[0]))), f
 
 
 def test_held_out_split_keeps_shapes_together() -> None:
@@ -186,10 +194,10 @@ def test_engine_tables_fit_like_tensorrt_llm(catalog: Catalog) -> None:
 
     data, b200 = _data(), catalog.accelerator("b200")
     assert data is not None
-    trt = ke.gemm(data, b200, "trtllm", "bf16").params
+    trt = [f.params for f in ke.gemm(data, b200, "trtllm", "bf16")]
     for engine in ("vllm", "sglang"):
-        other = ke.gemm(data, b200, engine, "bf16").params
-        for name in ("flops_fraction", "bandwidth_fraction"):
-            assert other[name] == pytest.approx(trt[name], rel=0.1), (engine, name)
-        fp8 = ke.gemm(data, b200, engine, "fp8").params["flops_fraction"]
-        assert fp8 < ke.gemm(data, b200, "trtllm", "fp8").params["flops_fraction"]
+        other = [f.params for f in ke.gemm(data, b200, engine, "bf16")]
+        for part, name in ((0, "flops_fraction"), (1, "bandwidth_fraction")):
+            assert other[part][name] == pytest.approx(trt[part][name], rel=0.1), (engine, name)
+        fp8 = ke.gemm(data, b200, engine, "fp8")[0].params["flops_fraction"]
+        assert fp8 < ke.gemm(data, b200, "trtllm", "fp8")[0].params["flops_fraction"]
