@@ -15,7 +15,6 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from fleet.catalog import Accelerator, load_catalog
@@ -51,24 +50,8 @@ def attention(data: Path, acc: Accelerator, engine: str) -> kf.KernelFit:
         ),
         keys,
     )
-    b, isl, step, heads, kvh, hd = (d[c].to_numpy().astype(np.float64) for c in keys)
-    ctx = isl + step
-    samples = kt.Samples(
-        flops=4.0 * b * heads * hd * ctx,
-        bytes=b * ctx * kvh * hd * 2.0,
-        n=np.ones_like(b),
-        latency_s=d["latency"].to_numpy() * 1e-3,
-        held_out=kt.held_out_keys(d.select("num_heads", "num_key_value_heads", "head_dim")),
-    )
-    bw = acc.memory_bandwidth_bytes_per_s
-
-    def predict(x: np.ndarray, s: kt.Samples) -> np.ndarray:
-        return s.bytes / (bw * x[0]) + x[1] * 1e-6
-
-    return kf._fit(
-        acc.id, f"{engine} decode attention kv fp8", samples, predict,
-        ("bandwidth_fraction", "call_us"), (0.6, 10.0), ((0.01, 0.0), (1.5, 200.0)),
-    )  # fmt: skip
+    samples = kt.attention_samples(d, kt.KV_BYTES["fp8"])
+    return kf.fit_kv_read(acc, f"{engine} decode attention kv fp8", samples)
 
 
 def all_reduce(data: Path, acc: Accelerator, engine: str) -> kf.KernelFit:

@@ -7,7 +7,8 @@ Per accelerator with tables (``kernel_tables.SYSTEMS``), against the catalog's d
   is the GEMM FLOP figure) and, at that f_flops, on the decode regime alone (``gemm <dtype>
   decode``: at most 64 tokens, weights of at least 16.8M elements,
   ``kernel_tables.gemm_decode_rows``), whose f_bw is the weight-streaming figure;
-- decode attention, per KV dtype: latency = KV bytes / (bw x f_bw) + c;
+- decode attention, per KV dtype: latency = KV bytes / (bw x f_bw) + c, on the calls that read at
+  least 64 MiB of KV (``kernel_tables.DECODE_ATTENTION_MIN_KV_BYTES``), where KV reads matter;
 - context (prefill) attention, BF16: latency = roof(causal FLOPs / (peak_bf16 x f_flops),
   Q/K/V/O bytes / (bw x f_bw)) + c;
 - MoE (grouped GEMM of one rank's experts, balanced routing), per expert dtype: latency =
@@ -184,9 +185,17 @@ def _rate_and_call(
 
 
 def fit_attention(data: Path, acc: Accelerator, kv_dtype: str) -> KernelFit:
+    """Decode attention's KV read on the calls that read at least
+    ``kernel_tables.DECODE_ATTENTION_MIN_KV_BYTES``."""
     samples = kt.decode_attention(data, acc.id, kv_dtype)
+    return fit_kv_read(acc, f"decode attention kv {kv_dtype}", samples)
+
+
+def fit_kv_read(acc: Accelerator, kernel: str, samples: kt.Samples) -> KernelFit:
+    """Time = KV bytes / (HBM x f) + a call cost, fitted on the rows of ``samples`` that read at
+    least ``kernel_tables.DECODE_ATTENTION_MIN_KV_BYTES``."""
+    samples = samples.take(samples.bytes >= kt.DECODE_ATTENTION_MIN_KV_BYTES)
     bw = acc.memory_bandwidth_bytes_per_s
-    kernel = f"decode attention kv {kv_dtype}"
     return _rate_and_call(acc, kernel, samples, bw, False, 0.6, ((0.01, 0.0), (1.5, 200.0)))
 
 

@@ -70,6 +70,13 @@ MOE_KERNELS = ("moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm")
 """Gated (SwiGLU) kernels read with the table's balanced routing. The min-latency NVFP4 rows
 route through DeepSeek's group-limited gate (8 groups, 4 kept), so the experts they touch are not
 the balanced logits' and their bytes are unknown; the non-gated rows are one model's shape."""
+DECODE_ATTENTION_MIN_KV_BYTES = 2.0**26
+"""Decode-attention rows whose call reads at least this much KV cache (64 MiB: a layer's KV of
+16 streams at 1k context for a model with 8 KV heads of 128 in BF16): at HBM speed the read
+then takes as long as the per-call cost (~10-30 us) or longer on every part, the regime where
+the model's KV-read fraction matters. Over every row the fit is set by small reads (a few MB,
+where the call cost dominates): on Hopper it read 0.52-0.71 of HBM where the large reads run at
+0.70-0.90, held-out median 17-27% on them."""
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
 """Table dtype -> our name; fp8 (per-tensor scale) and fp8_block are both served as fp8."""
 WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5 + 1.0 / 16.0}
@@ -225,15 +232,21 @@ def gdn_prefill(data: Path, accelerator: str) -> Samples:
 
 
 def decode_attention(data: Path, accelerator: str, kv_dtype: str) -> Samples:
-    """Decode (generation) attention, full-context layers: bytes = the KV cache read.
-
-    KV length per stream = isl + step; K and V, kv heads x head_dim each. FLOPs: q.k and p.v.
-    """
+    """Decode (generation) attention, full-context layers, TensorRT-LLM's torch-flow kernel
+    (``attention_samples``). Every row; the fit takes those of at least
+    ``DECODE_ATTENTION_MIN_KV_BYTES``."""
     d = pl.read_parquet(data / SYSTEMS[accelerator] / ATTENTION_TABLE).filter(
         (pl.col("window_size") == 0)
         & (pl.col("kernel_source") == "torch_flow")
         & (pl.col("kv_cache_dtype") == kv_dtype)
     )
+    return attention_samples(d, KV_BYTES[kv_dtype])
+
+
+def attention_samples(d: pl.DataFrame, kv_bytes: float) -> Samples:
+    """Rows of a generation-attention table: bytes = the KV cache read. KV length per stream =
+    isl + step; K and V, kv heads x head_dim each, ``kv_bytes`` per element. FLOPs: q.k and
+    p.v."""
     b, isl, step = (d[c].to_numpy().astype(np.float64) for c in ("batch_size", "isl", "step"))
     heads, kvh, hd = (
         d[c].to_numpy().astype(np.float64) for c in ("num_heads", "num_key_value_heads", "head_dim")
@@ -241,7 +254,7 @@ def decode_attention(data: Path, accelerator: str, kv_dtype: str) -> Samples:
     ctx = isl + step
     return Samples(
         flops=4.0 * b * heads * hd * ctx,
-        bytes=b * ctx * kvh * hd * 2.0 * KV_BYTES[kv_dtype],
+        bytes=b * ctx * kvh * hd * 2.0 * kv_bytes,
         n=np.ones_like(b),
         latency_s=d["latency"].to_numpy() * 1e-3,
         held_out=held_out_keys(d.select("num_heads", "num_key_value_heads", "head_dim")),
