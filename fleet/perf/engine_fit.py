@@ -22,7 +22,7 @@ compare with TensorRT-LLM's on the part, against the same comparison on Hopper
 (``fleet.perf.kernel_engines``):
     m_blackwell = m_hopper x (e / trtllm on the part) / (e / trtllm on Hopper),
 for bandwidth (GEMM BF16 weight streaming in the decode regime), flops per precision (GEMM of
-that precision), link
+that precision in the compute regime), link
 (all-reduce link fraction) and collective overhead (all-reduce call latency); the step overhead
 (serving software) carries over as it is. FP4 compute, which no Hopper run exercises, takes the
 engine's FP4 kernel ratio to TensorRT-LLM on the part alone.
@@ -271,14 +271,14 @@ def kernel_ratios(data: Path, catalog: Catalog) -> dict[tuple[str, str], dict[st
         acc = catalog.accelerator(acc_id)
         figures: dict[str, dict[str, float]] = {}
         for e in ENGINES:
-            bf16, bf16_decode = ke.gemm(data, acc, e, "bf16")
+            bf16 = ke.gemm(data, acc, e, "bf16")
             f = {
-                "bandwidth": bf16_decode.params["bandwidth_fraction"],
-                "flops.bf16": bf16.params["flops_fraction"],
-                "flops.fp8": ke.gemm(data, acc, e, "fp8")[0].params["flops_fraction"],
+                "bandwidth": bf16.decode.params["bandwidth_fraction"],
+                "flops.bf16": bf16.compute.params["flops_fraction"],
+                "flops.fp8": ke.gemm(data, acc, e, "fp8").compute.params["flops_fraction"],
             }
             if acc.peak_tflops.fp4:
-                f["flops.fp4"] = ke.gemm(data, acc, e, "fp4")[0].params["flops_fraction"]
+                f["flops.fp4"] = ke.gemm(data, acc, e, "fp4").compute.params["flops_fraction"]
             ar = ke.all_reduce(data, acc, e).params
             f["link"] = ar["link_fraction"]
             if ar["call_us"] >= MIN_CALL_US:

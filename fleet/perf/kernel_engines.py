@@ -28,11 +28,8 @@ def _fastest(d: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return d.group_by(keys).agg(pl.col("latency").min()).sort(keys)
 
 
-def gemm(
-    data: Path, acc: Accelerator, engine: str, dtype: str
-) -> tuple[kf.KernelFit, kf.KernelFit]:
-    """``kernel_fit.gemm_fits`` of an engine's GEMM table (its fastest kernel per shape): the
-    all-shape roofline (FLOP fraction) and the decode regime's weight streaming."""
+def gemm(data: Path, acc: Accelerator, engine: str, dtype: str) -> kf.GemmFits:
+    """``kernel_fit.gemm_fits`` of an engine's GEMM table (its fastest kernel per shape)."""
     path = data / kt.SYSTEMS[acc.id] / f"gemm/{engine}/{ENGINES[engine]}/gemm_perf.parquet"
     rows = _fastest(kt.gemm_rows(path, dtype), ["m", "n", "k"])
     return kf.gemm_fits(acc, f"{engine} gemm {dtype}", rows, dtype)
@@ -80,8 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             row = {}
             for engine in ENGINES:
                 if kernel.startswith("gemm"):
-                    full, decode = gemm(data, acc, engine, kernel.split()[1])
-                    fit = decode if figure == "bandwidth_fraction" else full
+                    fits = gemm(data, acc, engine, kernel.split()[1])
+                    fit = fits.decode if figure == "bandwidth_fraction" else fits.compute
                 elif kernel == "attention":
                     fit = attention(data, acc, engine)
                 else:

@@ -3,10 +3,11 @@
 Per accelerator with tables (``kernel_tables.SYSTEMS``), against the catalog's datasheet figures
 (the same figures the performance model multiplies):
 - GEMM, per dtype: latency = roof(2mnk / (peak_dtype x f_flops), bytes / (bw x f_bw)) + c, with
-  the performance model's smooth roof (``ROOF_SHARPNESS``), fitted twice: on every shape (f_flops
-  is the GEMM FLOP figure) and, at that f_flops, on the decode regime alone (``gemm <dtype>
-  decode``: at most 64 tokens, weights of at least 16.8M elements,
-  ``kernel_tables.gemm_decode_rows``), whose f_bw is the weight-streaming figure;
+  the performance model's smooth roof (``ROOF_SHARPNESS``), fitted on every shape, then each rate
+  in its own regime (``gemm_fits``): f_flops on the compute regime (``gemm <dtype> compute``: at
+  least 2,048 tokens on weights of at least 16.8M elements, a prefill chunk through a large
+  projection), the GEMM FLOP figure; f_bw on the decode regime (``gemm <dtype> decode``: at most
+  64 tokens on the same weights), the weight-streaming figure;
 - decode attention, per KV dtype: latency = KV bytes / (bw x f_bw) + c, on the calls that read at
   least 64 MiB of KV (``kernel_tables.DECODE_ATTENTION_MIN_KV_BYTES``), where KV reads matter;
 - context (prefill) attention, BF16: latency = roof(causal FLOPs / (peak_bf16 x f_flops),
@@ -135,31 +136,55 @@ def _roofline(
     )  # fmt: skip
 
 
-def gemm_fits(
-    acc: Accelerator, kernel: str, rows: pl.DataFrame, dtype: str
-) -> tuple[KernelFit, KernelFit]:
-    """Two fits of one GEMM table's ``dtype`` rows: the roofline of every shape (its compute
-    fraction is the GEMM FLOP figure) and, with that compute fraction, the weight streaming of
-    the decode regime (``kernel_tables.gemm_decode_rows``; its bandwidth fraction is the
-    weight-streaming figure, named ``<kernel> decode``)."""
+@dataclass(frozen=True, slots=True)
+class GemmFits:
+    """The fits of one GEMM table's rows of one dtype."""
+
+    full: KernelFit
+    """The roofline over every shape (``gemm <dtype>``): reported, and the starting point."""
+    compute: KernelFit
+    """Its compute term refitted on the compute regime (``gemm <dtype> compute``,
+    ``kernel_tables.gemm_compute_rows``): the GEMM FLOP figure."""
+    decode: KernelFit
+    """Its bandwidth term refitted on the decode regime (``gemm <dtype> decode``,
+    ``kernel_tables.gemm_decode_rows``) at the compute figure: the weight-streaming figure."""
+
+
+def gemm_fits(acc: Accelerator, kernel: str, rows: pl.DataFrame, dtype: str) -> GemmFits:
+    """One GEMM table's ``dtype`` rows: the roofline of every shape, then each of its two rates
+    refitted in the regime the model charges it in, the other rate held (a call cost refitted
+    with each). Over every shape the many small matrices set both rates; the regimes are where
+    the model's FLOP and weight-streaming fractions act."""
     peak = (acc.peak_tflops.get(PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
+    bw = acc.memory_bandwidth_bytes_per_s
     samples = kt.gemm_samples(rows, dtype)
     full = _roofline(acc, kernel, samples, peak, (0.6, 0.7, 5.0), 100.0)
-    bw = acc.memory_bandwidth_bytes_per_s
-    compute = peak * full.params["flops_fraction"]
+    start = full.params
 
-    def predict(x: np.ndarray, s: kt.Samples) -> FloatArray:
-        return _roof(s.flops / compute, s.bytes / (bw * x[0])) + x[1] * 1e-6
+    def on_flops(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        return _roof(s.flops / (peak * x[0]), s.bytes / (bw * start["bandwidth_fraction"])) + (
+            x[1] * 1e-6
+        )
+
+    compute = _fit(
+        acc.id, f"{kernel} compute", samples.take(kt.gemm_compute_rows(rows)), on_flops,
+        ("flops_fraction", "call_us"),
+        (start["flops_fraction"], start["call_us"]), ((0.01, 0.0), (1.5, 100.0)),
+    )  # fmt: skip
+    rate = peak * compute.params["flops_fraction"]
+
+    def on_bytes(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        return _roof(s.flops / rate, s.bytes / (bw * x[0])) + x[1] * 1e-6
 
     decode = _fit(
-        acc.id, f"{kernel} decode", samples.take(kt.gemm_decode_rows(rows)), predict,
+        acc.id, f"{kernel} decode", samples.take(kt.gemm_decode_rows(rows)), on_bytes,
         ("bandwidth_fraction", "call_us"),
-        (full.params["bandwidth_fraction"], full.params["call_us"]), ((0.01, 0.0), (1.5, 100.0)),
+        (start["bandwidth_fraction"], start["call_us"]), ((0.01, 0.0), (1.5, 100.0)),
     )  # fmt: skip
-    return full, decode
+    return GemmFits(full, compute, decode)
 
 
-def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> tuple[KernelFit, KernelFit]:
+def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> GemmFits:
     """``gemm_fits`` of the TensorRT-LLM GEMM table."""
     rows = kt.gemm_rows(data / kt.SYSTEMS[acc.id] / kt.GEMM_TABLE, dtype)
     return gemm_fits(acc, f"gemm {dtype}", rows, dtype)
@@ -257,7 +282,10 @@ def call_latency_us(fit: KernelFit, n: float) -> float:
 def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
     """Every kernel fit of one accelerator, in a fixed order."""
     dtypes = ["bf16", "fp8", "fp8_block"] + (["fp4"] if acc.peak_tflops.fp4 else [])
-    fits = [f for d in dtypes for f in fit_gemm(data, acc, d)]
+    fits = []
+    for d in dtypes:
+        g = fit_gemm(data, acc, d)
+        fits += [g.full, g.compute, g.decode]
     fits += [fit_attention(data, acc, kv) for kv in ("bfloat16", "fp8")]
     fits += [fit_context_attention(data, acc)]
     four_bit = ["fp4", MOE_FP4] if acc.peak_tflops.fp4 else ["mxfp4_weight_only"]
@@ -272,12 +300,13 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     """The catalog's [accelerators.kernel] figures from one accelerator's fits."""
     by = {f.kernel: f for f in fits}
     out = {
-        "gemm_flops_fraction.bf16": by["gemm bf16"].params["flops_fraction"],
+        # FLOP fractions: the compute regime's fits (kernel_tables.gemm_compute_rows).
+        "gemm_flops_fraction.bf16": by["gemm bf16 compute"].params["flops_fraction"],
         # Both FP8 recipes are served as the model's one fp8 precision: geometric mean.
         "gemm_flops_fraction.fp8": float(
             np.sqrt(
-                by["gemm fp8"].params["flops_fraction"]
-                * by["gemm fp8_block"].params["flops_fraction"]
+                by["gemm fp8 compute"].params["flops_fraction"]
+                * by["gemm fp8_block compute"].params["flops_fraction"]
             )
         ),
         # Weight streaming: the decode regime's fits (kernel_tables.gemm_decode_rows).
@@ -309,7 +338,7 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
         "state_prefill_flops_fraction": by["linear-attention prefill"].params["flops_fraction"],
     }
     if "gemm fp4" in by:
-        out["gemm_flops_fraction.fp4"] = by["gemm fp4"].params["flops_fraction"]
+        out["gemm_flops_fraction.fp4"] = by["gemm fp4 compute"].params["flops_fraction"]
         out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4 decode"].params["bandwidth_fraction"]
     if f"moe {MOE_FP4}" in by:
         out["moe_fp4_bandwidth_fraction"] = by[f"moe {MOE_FP4}"].params["bandwidth_fraction"]

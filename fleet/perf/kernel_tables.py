@@ -89,6 +89,11 @@ model of ~8B parameters and up): the regime in which a decode step streams its w
 which the model charges weights at the weight-streaming fraction. Fitted on all shapes at once,
 the roofline's bandwidth term is set by the many small matrices (a few MB, a call cost and a
 memory term of the same size); on the large ones it is off by 2-44% (median, held out)."""
+COMPUTE_MIN_TOKENS = 2048
+"""GEMM rows of at least this many tokens on weights of at least ``DECODE_MIN_WEIGHTS``: a
+prefill chunk through a large projection, where the model's FLOP fraction sets the time. Over
+every shape the FP8 fits read 8-28% below what these rows run at (block-scaled FP8 on Hopper
+most)."""
 KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
 HELD_OUT_FRACTION = 0.25
 SEED = 20260
@@ -161,6 +166,14 @@ def gemm_samples(d: pl.DataFrame, dtype: str) -> Samples:
         latency_s=d["latency"].to_numpy() * 1e-3,
         held_out=held_out_keys(d.select("n", "k")),
     )
+
+
+def gemm_compute_rows(d: pl.DataFrame) -> np.ndarray:
+    """Boolean per row of a GEMM table: the compute regime a prefill chunk runs in
+    (``COMPUTE_MIN_TOKENS`` on weights of at least ``DECODE_MIN_WEIGHTS``)."""
+    return (
+        (d["m"] >= COMPUTE_MIN_TOKENS) & (d["n"].cast(pl.Float64) * d["k"] >= DECODE_MIN_WEIGHTS)
+    ).to_numpy()
 
 
 def gemm_decode_rows(d: pl.DataFrame) -> np.ndarray:

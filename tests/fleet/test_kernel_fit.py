@@ -194,10 +194,11 @@ def test_engine_tables_fit_like_tensorrt_llm(catalog: Catalog) -> None:
 
     data, b200 = _data(), catalog.accelerator("b200")
     assert data is not None
-    trt = [f.params for f in ke.gemm(data, b200, "trtllm", "bf16")]
+    trt = ke.gemm(data, b200, "trtllm", "bf16")
     for engine in ("vllm", "sglang"):
-        other = [f.params for f in ke.gemm(data, b200, engine, "bf16")]
-        for part, name in ((0, "flops_fraction"), (1, "bandwidth_fraction")):
-            assert other[part][name] == pytest.approx(trt[part][name], rel=0.1), (engine, name)
-        fp8 = ke.gemm(data, b200, engine, "fp8")[0].params["flops_fraction"]
-        assert fp8 < ke.gemm(data, b200, "trtllm", "fp8")[0].params["flops_fraction"]
+        other = ke.gemm(data, b200, engine, "bf16")
+        flops, stream = "flops_fraction", "bandwidth_fraction"
+        assert other.compute.params[flops] == pytest.approx(trt.compute.params[flops], rel=0.1)
+        assert other.decode.params[stream] == pytest.approx(trt.decode.params[stream], rel=0.1)
+        fp8 = ke.gemm(data, b200, engine, "fp8").compute.params["flops_fraction"]
+        assert fp8 < ke.gemm(data, b200, "trtllm", "fp8").compute.params["flops_fraction"]
