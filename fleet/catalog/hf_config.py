@@ -108,6 +108,7 @@ def describe(config: Mapping[str, Any]) -> Described:
             "v_head_dim": int(c["v_head_dim"]),
             "index_n_heads": int(c.get("index_n_heads") or 0),
             "index_head_dim": int(c.get("index_head_dim") or 0),
+            "index_topk": int(c.get("index_topk") or 0) if c.get("index_n_heads") else 0,
         }
     else:
         fields["attention"] = "gqa"

@@ -238,6 +238,11 @@ class Mla(Frozen, frozen=True, kw_only=True):
     """DeepSeek Sparse Attention indexer heads (GLM-5); 0 = no indexer."""
     index_head_dim: NonNegativeInt = 0
     """Indexer key width; the indexer caches one such key per token and layer."""
+    index_topk: NonNegativeInt = 0
+    """Context tokens the indexer selects per query (DeepSeek Sparse Attention's top-k); 0 =
+    dense attention. Attention then reads and scores only the min(context, top-k) selected
+    latent entries, in MLA's MQA (absorbed) form in prefill as in decode, while the indexer
+    reads and scores every token's key."""
 
 
 class LinearAttention(Frozen, frozen=True, kw_only=True):

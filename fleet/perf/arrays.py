@@ -73,7 +73,16 @@ class ModelArrays:
     """FLOPs of score and value products per query token, context token and layer (all heads),
     as decode runs them (MLA: the absorbed form over the latent)."""
     attention_prefill_flops_per_token_ctx_layer: FloatArray
-    """The same for prefill (MLA: the uncompressed multi-head form; GQA: as decode)."""
+    """The same for prefill (MLA: the uncompressed multi-head form; GQA: as decode; DeepSeek
+    Sparse Attention: the absorbed form, as decode)."""
+    sparse_topk: FloatArray
+    """Context tokens attention reads and scores per query (DeepSeek Sparse Attention's
+    top-k; inf for dense attention)."""
+    index_elements_per_token_layer: FloatArray
+    """Of ``kv_elements_per_token_layer``, the indexer key read for every context token under
+    sparse attention (0 for dense attention: every element is read for every token)."""
+    index_flops_per_token_ctx_layer: FloatArray
+    """Indexer scoring FLOPs per query token, context token and layer (0 without top-k)."""
     attention_params_per_layer: FloatArray
     linear_layers: FloatArray
     """Linear-attention (Gated DeltaNet) layers: a fixed state per stream, no KV cache."""
@@ -264,12 +273,19 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
         # Prefill runs MLA uncompressed (DeepSeek-V3 report, section 2.1; FlashMLA serves only
         # decode): scores over qk_nope + qk_rope, values over v_head_dim, per head.
         prefill_attn_flops = attn_flops
-        if mla is not None:
+        topk = mla.index_topk if mla is not None else 0
+        index_dim = mla.index_head_dim if mla is not None and topk else 0
+        index_heads = mla.index_n_heads if mla is not None and topk else 0
+        if mla is not None and not topk:
             prefill_attn_flops = (
                 2.0
                 * model.num_attention_heads
                 * (mla.qk_nope_head_dim + mla.qk_rope_head_dim + mla.v_head_dim)
             )
+        # DeepSeek Sparse Attention runs MLA in its MQA (absorbed) form in prefill too (the
+        # DeepSeek-V3.2-Exp report, "Instantiation under MLA"), over the top-k selected tokens;
+        # the indexer scores every token: q.k over its heads (ReLU, weighted sum).
+        index_flops = 2.0 * index_heads * index_dim
         row = {
             "num_layers": model.num_layers,
             "moe_layers": moe_layer_count(model),
@@ -297,6 +313,9 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "sliding_layers": model.sliding_window_layers,
             "attention_flops_per_token_ctx_layer": attn_flops,
             "attention_prefill_flops_per_token_ctx_layer": prefill_attn_flops,
+            "sparse_topk": float(topk) if topk else np.inf,
+            "index_elements_per_token_layer": index_dim,
+            "index_flops_per_token_ctx_layer": index_flops,
             "attention_params_per_layer": attention_params_per_layer(model),
             "linear_layers": linear_attention_layers(model),
             "state_bytes_per_layer": state_bytes_per_layer(model),
