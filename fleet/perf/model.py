@@ -48,7 +48,7 @@ Precision: 4-bit weight formats (``FOUR_BIT``) on an MoE model apply to the rout
 the other linear weights are BF16 in bytes and FLOP rate (as published checkpoints ship them).
 
 DeepSeek Sparse Attention (``Mla.index_topk``, GLM-5): attention reads and scores only the
-selected min(context, top-k) latent entries (mean over the positions: ``mean_capped``), in MLA's
+selected min(context, top-k) latent entries (mean over the positions), in MLA's
 absorbed form in prefill as in decode, while the indexer reads and scores every token's key; the
 KV held is the whole context's.
 
@@ -72,6 +72,7 @@ from fleet.perf.arrays import CatalogArrays
 from fleet.perf.closed_loop import prefill_share_in_decode, ttft_closed_loop
 from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
+from fleet.perf.sparse import attention_work
 from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
 
 _BYTES = np.asarray([BYTES_PER_ELEMENT[p] for p in PRECISIONS])
@@ -84,16 +85,6 @@ PREFILL_CHUNK_TOKENS = 8192.0
 chunked_prefill_size default to 8192)."""
 DRAFT_OVERHEAD_FRACTION = 0.1
 """Share of the fixed step overhead each draft step costs (a few kernel launches)."""
-
-
-def mean_capped(low: FloatArray, high: FloatArray, cap: FloatArray) -> FloatArray:
-    """Mean of min(x, cap) over x uniform on [low, high] (low < high): the mean context a
-    top-k sparse attention reads over a range of positions; low + (high - low) / 2 when cap >=
-    high (dense attention: cap = inf)."""
-    c = np.clip(cap, low, high)
-    span = np.maximum(high - low, 1.0)
-    inside = ((c - low) * 0.5 * (low + c) + (high - c) * c) / span
-    return np.where(cap >= high, low + 0.5 * (high - low), np.where(cap <= low, cap, inside))
 
 
 def _roof(compute_s: FloatArray, memory_s: FloatArray) -> FloatArray:
@@ -243,16 +234,25 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_t, sliding_t, window)
     # mean context of a prefilled token: after the cached prefix, half-way through the rest
     ctx_prefill = kv_tokens_held(cached + 0.5 * fresh, full_t, sliding_t, window)
-    # DeepSeek Sparse Attention: attention reads and scores the min(context, top-k) selected
-    # tokens, the indexer every token's key (dense attention: top-k = inf, the same context)
-    topk = M.sparse_topk[m]
-    ctx_decode_sel = kv_tokens_held(mean_capped(isl, isl + osl, topk), full_t, sliding_t, window)
-    ctx_prefill_sel = kv_tokens_held(mean_capped(cached, isl, topk), full_t, sliding_t, window)
-    kv_index_per_layer_token = M.index_elements_per_token_layer[m] * kbytes
-    kv_read_per_stream = (
-        kv_per_layer_token - kv_index_per_layer_token
-    ) * ctx_decode_sel + kv_index_per_layer_token * ctx_decode
-    index_per_ctx = M.index_flops_per_token_ctx_layer[m] / tp
+    # attention's reads and FLOPs: every context token, or under DeepSeek Sparse Attention the
+    # top-k selected ones and the indexer over all (fleet.perf.sparse)
+    work = attention_work(
+        kv_per_layer_token=kv_per_layer_token,
+        index_per_layer_token=M.index_elements_per_token_layer[m] * kbytes,
+        attn_per_ctx=attn_per_ctx,
+        attn_prefill_per_ctx=attn_prefill_per_ctx,
+        index_per_ctx=M.index_flops_per_token_ctx_layer[m] / tp,
+        topk=M.sparse_topk[m],
+        isl=isl,
+        osl=osl,
+        cached=cached,
+        ctx_decode=ctx_decode,
+        ctx_prefill=ctx_prefill,
+        full_layers=full_t,
+        sliding_layers=sliding_t,
+        window=window,
+    )
+    kv_read_per_stream = work.kv_read_per_stream
     # the state of a linear-attention layer is read and written back every decode step, at the
     # state kernels' measured rate
     state_rw_s = 2.0 * linear_t * state_per_layer / (peak_bw * A.state_bandwidth_fraction[a])
@@ -270,13 +270,13 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     expert_per_token_s = 2.0 * tfrac * active_experts / (n * flops)
     state_per_token = linear_t * M.state_flops_per_token_layer[m] / tp
     decode_per_token_s = head_flops_per_token / (pp * flops_r) + (
-        attn_per_ctx * ctx_decode_sel + index_per_ctx * ctx_decode + state_per_token
+        work.decode_flops_per_token + state_per_token
     ) / (attn_flops_rate)
     # the chunked linear-attention scan of a prefill runs at its own measured (low) rate
     state_prefill_rate = A.peak_flops[a, _BF16] * A.state_prefill_flops_fraction[a]
     prefill_per_token_s = (
-        attn_prefill_per_ctx * ctx_prefill_sel + index_per_ctx * ctx_prefill
-    ) / attn_prefill_rate + state_per_token / state_prefill_rate
+        work.prefill_flops_per_token / attn_prefill_rate + state_per_token / state_prefill_rate
+    )
 
     def busy_ranks(streams: FloatArray) -> FloatArray:
         """Attention ranks a step's streams occupy: at most dp, at least one."""

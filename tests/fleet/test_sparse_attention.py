@@ -11,7 +11,8 @@ import pytest
 from fleet.catalog import Catalog
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
-from fleet.perf.model import estimate, mean_capped
+from fleet.perf.model import estimate
+from fleet.perf.sparse import mean_capped
 from fleet.perf.transfer import resolve_efficiency
 from fleet.perf.types import Problem
 
