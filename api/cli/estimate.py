@@ -290,4 +290,10 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
         )
     if row["engine_note"]:
         lines.append(f"  note: {row['engine_note']}")
+    mla = catalog.model(model).mla
+    if mla is not None and mla.index_topk:
+        lines.append(
+            f"  note: sparse attention (DeepSeek Sparse Attention): each query reads and scores "
+            f"the top {mla.index_topk:,} of its context tokens; the indexer scores them all"
+        )
     return "\n".join(lines)

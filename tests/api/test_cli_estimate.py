@@ -248,3 +248,11 @@ def test_from_csv_engine_column_takes_each_rows_engine(
     assert len({row["ttft_burst_ms"] for row in got[:3]}) == 3
     assert got[3]["problem"] == "bad_input"
     assert got[3]["error"] == "unknown engine 'tgi'; known: any, trtllm, vllm, sglang"
+
+
+def test_the_table_says_when_attention_is_sparse(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["estimate", "--accelerator", "b200", "--tp", "8", "--batch", "8", "--isl", "8192"]
+    assert main([*base, "--model", "glm-5"]) == 0
+    assert "the top 2,048 of its context tokens" in capsys.readouterr().out
+    assert main([*base, "--model", "deepseek-r1"]) == 0
+    assert "sparse attention" not in capsys.readouterr().out
