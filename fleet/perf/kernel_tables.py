@@ -168,20 +168,20 @@ def gemm_samples(d: pl.DataFrame, dtype: str) -> Samples:
     )
 
 
+def _large_weights(d: pl.DataFrame) -> pl.Series:
+    return d["n"].cast(pl.Float64) * d["k"] >= DECODE_MIN_WEIGHTS
+
+
 def gemm_compute_rows(d: pl.DataFrame) -> np.ndarray:
     """Boolean per row of a GEMM table: the compute regime a prefill chunk runs in
     (``COMPUTE_MIN_TOKENS`` on weights of at least ``DECODE_MIN_WEIGHTS``)."""
-    return (
-        (d["m"] >= COMPUTE_MIN_TOKENS) & (d["n"].cast(pl.Float64) * d["k"] >= DECODE_MIN_WEIGHTS)
-    ).to_numpy()
+    return ((d["m"] >= COMPUTE_MIN_TOKENS) & _large_weights(d)).to_numpy()
 
 
 def gemm_decode_rows(d: pl.DataFrame) -> np.ndarray:
     """Boolean per row of a GEMM table: the weight-streaming regime a decode step runs in
     (``DECODE_MAX_TOKENS``, ``DECODE_MIN_WEIGHTS``)."""
-    return (
-        (d["m"] <= DECODE_MAX_TOKENS) & (d["n"].cast(pl.Float64) * d["k"] >= DECODE_MIN_WEIGHTS)
-    ).to_numpy()
+    return ((d["m"] <= DECODE_MAX_TOKENS) & _large_weights(d)).to_numpy()
 
 
 GDN_TABLE = f"linear_attention/{ENGINE}/{ENGINE_VERSION}/gdn_perf.parquet"
