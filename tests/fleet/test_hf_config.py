@@ -94,9 +94,17 @@ def test_every_catalog_name_with_a_bundled_config_has_exactly_its_architecture(
             checked.append(repo)
     # Not vacuous: the aliases added from these configs are among them.
     assert len(checked) >= 40
-    assert {"MiniMaxAI/MiniMax-M2.7", "nvidia/GLM-5.3-NVFP4", "nvidia/Kimi-K2.6-NVFP4"} <= set(
-        checked
-    )
+    assert {
+        "MiniMaxAI/MiniMax-M2.7",
+        "nvidia/GLM-5.3-NVFP4",
+        "nvidia/Kimi-K2.6-NVFP4",
+        "mistralai/Mixtral-8x7B-v0.1",
+        "mistralai/Mixtral-8x22B-v0.1",
+        "Qwen/Qwen3-0.6B",
+        "Qwen/Qwen3-VL-2B-Instruct",
+        "Qwen/Qwen3-VL-4B-Instruct",
+        "stepfun-ai/Step-3.7-Flash-FP8",
+    } <= set(checked)
 
 
 @needs_configs

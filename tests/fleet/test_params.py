@@ -76,6 +76,7 @@ def test_dense_counts_are_exact_up_to_norms(model_id: str, safetensors_count: in
         ("qwen3-32b", 31.2),
         ("qwen3-30b-a3b", 29.9),
         ("qwen3-235b-a22b", 234),
+        ("qwen3-0.6b", 0.44),
     ],
 )
 def test_non_embedding_counts_match_the_qwen3_cards(model_id: str, non_embedding_b: float) -> None:
@@ -138,8 +139,18 @@ def test_dense_models_are_fully_active_and_moe_models_are_not() -> None:
         if model.moe is None:
             assert b.active == b.total == total_params(model)
         else:
-            assert b.active < 0.25 * b.total, model.id
-        assert active_params(model, "none") < active_params(model, "output_only") < b.active
+            # A token uses experts_per_token of num_experts routed experts, nothing less or more.
+            routed_share = model.moe.experts_per_token / model.moe.num_experts
+            assert b.routed_experts_active == pytest.approx(routed_share * b.routed_experts)
+            assert b.total - b.active == pytest.approx((1 - routed_share) * b.routed_experts)
+            # Fine-grained MoE (at most 1 in 8 experts routed) leaves under a quarter active;
+            # Mixtral's 2 of 8 experts leave ~28% active (12.9B of 46.7B, as Mistral publishes).
+            if routed_share <= 1 / 8:
+                assert b.active < 0.25 * b.total, model.id
+        output_only = active_params(model, "output_only")
+        assert active_params(model, "none") < output_only <= b.active
+        # Tied embeddings: the shared table is the output projection, counted under output_only.
+        assert (output_only == b.active) == model.tie_word_embeddings, model.id
 
 
 def test_tied_embeddings_count_once() -> None:
@@ -147,6 +158,9 @@ def test_tied_embeddings_count_once() -> None:
     tied = msgspec.structs.replace(model, tie_word_embeddings=True)
     assert total_params(model) - total_params(tied) == 128256 * 4096
     assert param_breakdown(tied).lm_head == 0
+    # The one table is read as the output projection: "output only" keeps it, "none" drops it.
+    assert active_params(tied, "output_only") == total_params(tied)
+    assert active_params(tied, "none") == total_params(tied) - 128256 * 4096
 
 
 @pytest.mark.parametrize(
@@ -177,6 +191,15 @@ def test_sliding_window_layers_hold_at_most_the_window() -> None:
     # Within the window every layer holds every token.
     assert kv_bytes_per_sequence(model, 1.0, 100) == per_layer * 36 * 100
     assert kv_bytes_per_token(model, 1.0, 10_000) < kv_bytes_per_token(model, 1.0, 100)
+
+
+def test_step_flash_holds_a_512_token_window_on_33_of_45_layers() -> None:
+    model = CATALOG.model("step-3.7-flash")
+    per_layer = kv_elements_per_token_per_layer(model)
+    assert per_layer == 2 * 8 * 128
+    # layer_types: every 4th layer (12 of 45) full attention, the other 33 a 512-token window.
+    assert kv_bytes_per_sequence(model, 1.0, 100_000) == per_layer * (12 * 100_000 + 33 * 512)
+    assert kv_bytes_per_sequence(model, 1.0, 512) == per_layer * 45 * 512
 
 
 def test_kv_is_vectorized_over_context() -> None:
