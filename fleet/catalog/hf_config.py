@@ -37,6 +37,12 @@ LLAMA4_GLOBAL_EVERY = 4
 """Llama 4 (``llama4_text``): every 4th layer attends globally without RoPE, the others within
 chunks of ``attention_chunk_size`` tokens (Llama 4 model card and transformers' Llama4 code)."""
 
+STEP_FLASH_MODEL_TYPES = ("step3p5", "step3p7")
+"""StepFun Step 3.5 / 3.7 Flash: their published config gives the sliding-window layers a second
+attention shape (``attention_other_setting``: 96 query heads against the full layers' 64);
+aiconfigurator-core's curated Step-3.7-Flash config leaves it out (its own Step3p7 reader notes
+that the sliding layers run 96 heads), so a config of these types without it is incomplete."""
+
 UNSUPPORTED_LAYER_TYPES = frozenset({"mamba", "mamba2", "recurrent", "ssm"})
 """Layer kinds whose per-request state does not grow with the context: not the catalog's
 attention fields, so such models are reported as not describable rather than forced in."""
@@ -100,6 +106,20 @@ def _layer_shapes(c: Mapping[str, Any]) -> str:
             f"full-attention layers of their own shape (global_head_dim {global_head}, "
             f"num_global_key_value_heads {global_kv}) beside the sliding layers' (head_dim "
             f"{head}, {kv} KV heads): the catalog holds one attention shape for all layers"
+        )
+    other = c.get("attention_other_setting")
+    other_heads = other.get("num_attention_heads") if isinstance(other, Mapping) else None
+    if other_heads and other_heads != c.get("num_attention_heads"):
+        return (
+            f"sliding-window layers of {other_heads} query heads beside the full layers' "
+            f"{c.get('num_attention_heads')} (attention_other_setting): the catalog holds one "
+            "attention shape for all layers"
+        )
+    if str(c.get("model_type", "")) in STEP_FLASH_MODEL_TYPES and other is None:
+        return (
+            "Step Flash config that omits attention_other_setting: the published Step Flash "
+            "config gives its sliding-window layers 96 query heads beside the full layers' 64, "
+            "which the catalog's one attention shape cannot hold"
         )
     sparse = c.get("sparse_attention_config")
     if isinstance(sparse, Mapping) and sparse.get("use_sparse_attention"):

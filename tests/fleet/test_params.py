@@ -193,15 +193,6 @@ def test_sliding_window_layers_hold_at_most_the_window() -> None:
     assert kv_bytes_per_token(model, 1.0, 10_000) < kv_bytes_per_token(model, 1.0, 100)
 
 
-def test_step_flash_holds_a_512_token_window_on_33_of_45_layers() -> None:
-    model = CATALOG.model("step-3.7-flash")
-    per_layer = kv_elements_per_token_per_layer(model)
-    assert per_layer == 2 * 8 * 128
-    # layer_types: every 4th layer (12 of 45) full attention, the other 33 a 512-token window.
-    assert kv_bytes_per_sequence(model, 1.0, 100_000) == per_layer * (12 * 100_000 + 33 * 512)
-    assert kv_bytes_per_sequence(model, 1.0, 512) == per_layer * 45 * 512
-
-
 def test_kv_is_vectorized_over_context() -> None:
     model = CATALOG.model("llama-4-maverick")
     contexts = np.array([1.0, 128.0, 8192.0, 8193.0, 131_072.0])
