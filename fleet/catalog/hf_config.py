@@ -37,6 +37,12 @@ LLAMA4_GLOBAL_EVERY = 4
 """Llama 4 (``llama4_text``): every 4th layer attends globally without RoPE, the others within
 chunks of ``attention_chunk_size`` tokens (Llama 4 model card and transformers' Llama4 code)."""
 
+STEP_FLASH_MODEL_TYPES = ("step3p5", "step3p7")
+"""StepFun Step 3.5 / 3.7 Flash: their published config gives the sliding-window layers a second
+attention shape (``attention_other_setting``: 96 query heads against the full layers' 64);
+aiconfigurator-core's curated Step-3.7-Flash config leaves it out (its own Step3p7 reader notes
+that the sliding layers run 96 heads), so a config of these types without it is incomplete."""
+
 UNSUPPORTED_LAYER_TYPES = frozenset({"mamba", "mamba2", "recurrent", "ssm"})
 """Layer kinds whose per-request state does not grow with the context: not the catalog's
 attention fields, so such models are reported as not describable rather than forced in."""
@@ -64,9 +70,72 @@ def _first(c: Mapping[str, Any], *keys: str, default: Any = None) -> Any:
     return default
 
 
+def _int(c: Mapping[str, Any], *keys: str) -> int:
+    """The first of ``keys`` that is set, as an int; a ValueError naming the field otherwise."""
+    value = _first(c, *keys)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ValueError(f"field {keys[0]} is {'missing' if value is None else repr(value)}")
+    return int(value)
+
+
+def _layer_shapes(c: Mapping[str, Any]) -> str:
+    """Why the layers of ``c`` are not one shape the catalog's fields hold ("" when they are):
+    fields the reader would otherwise ignore although they change the weights or the KV cache."""
+    if c.get("block_configs"):
+        return (
+            "per-layer block_configs (layers without attention, FFN widths varying by layer): "
+            "the catalog holds one layer shape"
+        )
+    linear = c.get("linear_attn_config")
+    if isinstance(linear, Mapping):
+        kda = len(linear.get("kda_layers") or [])
+        return (
+            f"Kimi Delta Attention on {kda} layers (linear_attn_config) beside MLA layers"
+            + (
+                f", and a latent MoE (routed experts work in a {c['routed_expert_hidden_size']}-"
+                f"wide projection of the {c.get('hidden_size')}-wide hidden state)"
+                if c.get("routed_expert_hidden_size")
+                else ""
+            )
+            + ": not the catalog's Gated DeltaNet and MoE fields"
+        )
+    head, kv = c.get("head_dim"), c.get("num_key_value_heads")
+    global_head, global_kv = c.get("global_head_dim"), c.get("num_global_key_value_heads")
+    if (global_head and global_head != head) or (global_kv and global_kv != kv):
+        return (
+            f"full-attention layers of their own shape (global_head_dim {global_head}, "
+            f"num_global_key_value_heads {global_kv}) beside the sliding layers' (head_dim "
+            f"{head}, {kv} KV heads): the catalog holds one attention shape for all layers"
+        )
+    other = c.get("attention_other_setting")
+    other_heads = other.get("num_attention_heads") if isinstance(other, Mapping) else None
+    if other_heads and other_heads != c.get("num_attention_heads"):
+        return (
+            f"sliding-window layers of {other_heads} query heads beside the full layers' "
+            f"{c.get('num_attention_heads')} (attention_other_setting): the catalog holds one "
+            "attention shape for all layers"
+        )
+    if str(c.get("model_type", "")) in STEP_FLASH_MODEL_TYPES and other is None:
+        return (
+            "Step Flash config that omits attention_other_setting: the published Step Flash "
+            "config gives its sliding-window layers 96 query heads beside the full layers' 64, "
+            "which the catalog's one attention shape cannot hold"
+        )
+    sparse = c.get("sparse_attention_config")
+    if isinstance(sparse, Mapping) and sparse.get("use_sparse_attention"):
+        sparse_layers = sum(sparse.get("sparse_attention_freq") or [])
+        return (
+            f"block-sparse attention with its own indexer on {sparse_layers} GQA layers "
+            "(sparse_attention_config): the catalog's sparse attention is the DSA indexer of MLA"
+        )
+    return ""
+
+
 def describe(config: Mapping[str, Any]) -> Described:
     """The catalog's architecture fields of ``config`` (a parsed ``config.json``)."""
     c = _text(config)
+    if shapes := _layer_shapes(c):
+        return Described(None, shapes)
     layer_types = list(c.get("layer_types") or [])
     odd = sorted({t for t in layer_types if t in UNSUPPORTED_LAYER_TYPES})
     if odd:
@@ -75,15 +144,15 @@ def describe(config: Mapping[str, Any]) -> Described:
         return Described(None, "state-space (Mamba) layers: per-request state, not a KV cache")
     if c.get("compress_ratios") or (c.get("index_n_heads") and not c.get("kv_lora_rank")):
         return Described(None, "compressed sparse attention (no MLA latent): not GQA or MLA KV")
-    heads = int(c["num_attention_heads"])
-    hidden = int(c["hidden_size"])
-    layers = int(c["num_hidden_layers"])
+    heads = _int(c, "num_attention_heads")
+    hidden = _int(c, "hidden_size")
+    layers = _int(c, "num_hidden_layers")
     fields: Fields = {
         "num_layers": layers,
         "hidden_size": hidden,
         "num_attention_heads": heads,
         "num_kv_heads": int(_first(c, "num_key_value_heads", default=heads)),
-        "vocab_size": int(c["vocab_size"]),
+        "vocab_size": _int(c, "vocab_size"),
         "tie_word_embeddings": bool(
             config.get("tie_word_embeddings", c.get("tie_word_embeddings", False))
         ),
@@ -150,7 +219,7 @@ def _linear_attention(c: Mapping[str, Any], layer_types: list[str]) -> Fields | 
 def _moe(c: Mapping[str, Any]) -> Fields:
     experts = _first(c, "n_routed_experts", "num_local_experts", "num_experts")
     if not experts:
-        return {"intermediate_size": int(c["intermediate_size"]), "moe": None}
+        return {"intermediate_size": _int(c, "intermediate_size"), "moe": None}
     expert_width = _first(c, "moe_intermediate_size")
     dense_width = _first(c, "intermediate_size_mlp", "intermediate_size")
     if (
@@ -168,7 +237,7 @@ def _moe(c: Mapping[str, Any]) -> Fields:
         shared = 1
     moe: Fields = {
         "num_experts": int(experts),
-        "experts_per_token": int(_first(c, "num_experts_per_tok", "experts_per_token")),
+        "experts_per_token": _int(c, "num_experts_per_tok", "experts_per_token"),
         "num_shared_experts": shared,
         "expert_intermediate_size": int(expert_width),
         "shared_expert_intermediate_size": 0 if shared_width == int(expert_width) else shared_width,
@@ -282,8 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         try:
             found = match(catalog, config)
-        except (KeyError, TypeError, ValueError) as err:
-            print(f"{path}: not a model config this reader knows: missing or bad {err}")
+        except KeyError as err:
+            print(f"{path}: not a model config this reader knows: field {err} is missing")
+            continue
+        except (TypeError, ValueError) as err:
+            print(f"{path}: not a model config this reader knows: {err}")
             continue
         if found.model is not None:
             matched += 1

@@ -191,12 +191,12 @@ def active_params(model: Model, embeddings: EmbeddingsCounted = "input_and_outpu
     says how the publisher of a model counted its published figure.
     """
     b = param_breakdown(model)
-    active = b.active
-    if embeddings in ("output_only", "none"):
-        active -= b.embedding
     if embeddings == "none":
-        active -= b.lm_head
-    return active
+        return b.active - b.embedding - b.lm_head
+    if embeddings == "output_only" and not model.tie_word_embeddings:
+        return b.active - b.embedding
+    # Tied embeddings: the one table is also the output projection, so "output only" keeps it.
+    return b.active
 
 
 def kv_elements_per_token_per_layer(model: Model) -> int:

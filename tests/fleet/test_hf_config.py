@@ -78,6 +78,92 @@ def test_layers_with_per_request_state_are_not_forced_into_kv_fields(
     assert d.fields is None and reason in d.reason
 
 
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        ({"block_configs": [{"attention": {"no_op": True}}]}, "per-layer block_configs"),
+        (
+            {"linear_attn_config": {"kda_layers": [1, 2, 3]}, "routed_expert_hidden_size": 2048},
+            "Kimi Delta Attention on 3 layers",
+        ),
+        ({"head_dim": 128, "global_head_dim": 512}, "global_head_dim 512"),
+        ({"num_global_key_value_heads": 2}, "num_global_key_value_heads 2"),
+        (
+            {"attention_other_setting": {"num_attention_heads": 48, "num_attention_groups": 8}},
+            "sliding-window layers of 48 query heads beside the full layers' 32",
+        ),
+        ({"model_type": "step3p7"}, "omits attention_other_setting"),
+        (
+            {
+                "sparse_attention_config": {
+                    "use_sparse_attention": True,
+                    "sparse_attention_freq": [0, 1, 1],
+                }
+            },
+            "block-sparse attention with its own indexer on 2 GQA layers",
+        ),
+    ],
+)
+def test_layers_of_more_than_one_shape_are_not_forced_into_one(
+    extra: dict[str, Any], reason: str
+) -> None:
+    """Fields the reader would otherwise skip although they change weights or KV per layer."""
+    d = describe(dict(LLAMA_LIKE, **extra))
+    assert d.fields is None and reason in d.reason
+    # The same fields at their one-shape values keep the config describable.
+    plain = describe(dict(LLAMA_LIKE, head_dim=128, global_head_dim=128))
+    assert plain.fields is not None
+
+
+NOT_DESCRIBABLE = {
+    "google/gemma-4-26B-A4B": "global_head_dim 512",
+    "nvidia/Gemma-4-26B-A4B-NVFP4": "global_head_dim 512",
+    "nvidia/Gemma-4-31B-IT-NVFP4": "global_head_dim 512",
+    "moonshotai/Kimi-K3": "Kimi Delta Attention on 69 layers",
+    "nvidia/Llama-3_3-Nemotron-Super-49B-v1": "per-layer block_configs",
+    "MiniMaxAI/MiniMax-M3": "block-sparse attention",
+    "nvidia/MiniMax-M3-NVFP4": "block-sparse attention",
+    "stepfun-ai/Step-3.7-Flash": "96 query heads",
+    "stepfun-ai/Step-3.7-Flash-FP8": "96 query heads",
+}
+"""Bundled configs whose layers the catalog's fields cannot hold, with the reason's key words."""
+
+
+@needs_configs
+@pytest.mark.parametrize(("repo", "reason"), sorted(NOT_DESCRIBABLE.items()))
+def test_bundled_configs_of_other_layer_shapes_fail_with_their_reason(
+    repo: str, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(repo)
+    assert config is not None, repo
+    d = describe(config)
+    assert d.fields is None and reason in d.reason
+    path = CONFIGS / (repo.replace("/", "--") + "_config.json")
+    assert main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"not describable by the catalog's fields: {d.reason}" in out
+    assert out.count("\n") == 1
+
+
+def test_a_config_missing_a_required_field_is_named_not_traced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cases = {
+        "no_heads.json": ({k: v for k, v in LLAMA_LIKE.items() if k != "num_attention_heads"},
+                          "field num_attention_heads is missing"),
+        "null_top_k.json": (dict(LLAMA_LIKE, num_experts=8, top_k_experts=2),
+                            "field num_experts_per_tok is missing"),
+        "bad_layers.json": (dict(LLAMA_LIKE, num_hidden_layers="32 or so"),
+                            "field num_hidden_layers is '32 or so'"),
+    }  # fmt: skip
+    for name, (config, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(json.dumps(config))
+        assert main([str(path)]) == 1
+        out = capsys.readouterr().out
+        assert out == f"{path}: not a model config this reader knows: {message}\n"
+
+
 @needs_configs
 def test_every_catalog_name_with_a_bundled_config_has_exactly_its_architecture(
     catalog: Catalog,
@@ -94,9 +180,16 @@ def test_every_catalog_name_with_a_bundled_config_has_exactly_its_architecture(
             checked.append(repo)
     # Not vacuous: the aliases added from these configs are among them.
     assert len(checked) >= 40
-    assert {"MiniMaxAI/MiniMax-M2.7", "nvidia/GLM-5.3-NVFP4", "nvidia/Kimi-K2.6-NVFP4"} <= set(
-        checked
-    )
+    assert {
+        "MiniMaxAI/MiniMax-M2.7",
+        "nvidia/GLM-5.3-NVFP4",
+        "nvidia/Kimi-K2.6-NVFP4",
+        "mistralai/Mixtral-8x7B-v0.1",
+        "mistralai/Mixtral-8x22B-v0.1",
+        "Qwen/Qwen3-0.6B",
+        "Qwen/Qwen3-VL-2B-Instruct",
+        "Qwen/Qwen3-VL-4B-Instruct",
+    } <= set(checked)
 
 
 @needs_configs

@@ -76,6 +76,7 @@ def test_dense_counts_are_exact_up_to_norms(model_id: str, safetensors_count: in
         ("qwen3-32b", 31.2),
         ("qwen3-30b-a3b", 29.9),
         ("qwen3-235b-a22b", 234),
+        ("qwen3-0.6b", 0.44),
     ],
 )
 def test_non_embedding_counts_match_the_qwen3_cards(model_id: str, non_embedding_b: float) -> None:
@@ -138,8 +139,18 @@ def test_dense_models_are_fully_active_and_moe_models_are_not() -> None:
         if model.moe is None:
             assert b.active == b.total == total_params(model)
         else:
-            assert b.active < 0.25 * b.total, model.id
-        assert active_params(model, "none") < active_params(model, "output_only") < b.active
+            # A token uses experts_per_token of num_experts routed experts, nothing less or more.
+            routed_share = model.moe.experts_per_token / model.moe.num_experts
+            assert b.routed_experts_active == pytest.approx(routed_share * b.routed_experts)
+            assert b.total - b.active == pytest.approx((1 - routed_share) * b.routed_experts)
+            # Fine-grained MoE (at most 1 in 8 experts routed) leaves under a quarter active;
+            # Mixtral's 2 of 8 experts leave ~28% active (12.9B of 46.7B, as Mistral publishes).
+            if routed_share <= 1 / 8:
+                assert b.active < 0.25 * b.total, model.id
+        output_only = active_params(model, "output_only")
+        assert active_params(model, "none") < output_only <= b.active
+        # Tied embeddings: the shared table is the output projection, counted under output_only.
+        assert (output_only == b.active) == model.tie_word_embeddings, model.id
 
 
 def test_tied_embeddings_count_once() -> None:
@@ -147,6 +158,9 @@ def test_tied_embeddings_count_once() -> None:
     tied = msgspec.structs.replace(model, tie_word_embeddings=True)
     assert total_params(model) - total_params(tied) == 128256 * 4096
     assert param_breakdown(tied).lm_head == 0
+    # The one table is read as the output projection: "output only" keeps it, "none" drops it.
+    assert active_params(tied, "output_only") == total_params(tied)
+    assert active_params(tied, "none") == total_params(tied) - 128256 * 4096
 
 
 @pytest.mark.parametrize(
