@@ -50,8 +50,15 @@ PEAK_COLUMN = {
     "fp4": "fp4",
     "mxfp4": "fp8",
     "mxfp4_weight_only": "bf16",
+    "int8": "int8",
+    "int4_weight_only": "bf16",
+    "int8_weight_only": "bf16",
 }
-"""Tensor rate a kernel computes at: MXFP4 weights with MXFP8 activations run FP8 math."""
+"""Tensor rate a kernel computes at: MXFP4 weights with MXFP8 activations run FP8 math; the
+weight-only INT4/INT8 GEMMs dequantize to BF16."""
+AMPERE_GEMM = ("int8", "int4_weight_only", "int8_weight_only")
+"""GEMM dtypes only the A100 tables hold (TensorRT-LLM 1.0.0: SmoothQuant W8A8 and the
+per-channel weight-only kernels), fitted after the others where present."""
 MOE_EIGHT_SIXTEEN = ("bf16", "fp8", "fp8_block")
 MOE_FP4 = "mxfp4"
 """The FP4 expert kernel whose routing the table fixes: TensorRT-LLM's TRTLLM-Gen MXFP4 x MXFP8
@@ -186,7 +193,7 @@ def gemm_fits(acc: Accelerator, kernel: str, rows: pl.DataFrame, dtype: str) -> 
 
 def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> GemmFits:
     """``gemm_fits`` of the TensorRT-LLM GEMM table."""
-    rows = kt.gemm_rows(data / kt.SYSTEMS[acc.id] / kt.GEMM_TABLE, dtype)
+    rows = kt.gemm_rows(kt.table_path(data, acc.id, kt.GEMM_TABLE), dtype)
     return gemm_fits(acc, f"gemm {dtype}", rows, dtype)
 
 
@@ -280,25 +287,32 @@ def call_latency_us(fit: KernelFit, n: float) -> float:
 
 
 def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
-    """Every kernel fit of one accelerator, in a fixed order."""
+    """Every kernel fit of one accelerator, in a fixed order; a kernel or dtype the part's tables
+    lack (``kernel_tables.available``: A100 has no FP8, no balanced MoE rows, no linear-attention
+    table) is skipped, not stood in for."""
+    have = kt.available(data, acc.id)
     dtypes = ["bf16", "fp8", "fp8_block"] + (["fp4"] if acc.peak_tflops.fp4 else [])
     fits = []
-    for d in dtypes:
-        g = fit_gemm(data, acc, d)
-        fits += [g.full, g.compute, g.decode]
-    fits += [fit_attention(data, acc, kv) for kv in ("bfloat16", "fp8")]
+    for d in [*dtypes, *AMPERE_GEMM]:
+        if d in have["gemm"]:
+            g = fit_gemm(data, acc, d)
+            fits += [g.full, g.compute, g.decode]
+    fits += [fit_attention(data, acc, kv) for kv in ("bfloat16", "fp8") if kv in have["attention"]]
     fits += [fit_context_attention(data, acc)]
     four_bit = ["fp4", MOE_FP4] if acc.peak_tflops.fp4 else ["mxfp4_weight_only"]
     moe = list(MOE_EIGHT_SIXTEEN) + four_bit
-    fits += [fit_moe(data, acc, d) for d in moe]
+    fits += [fit_moe(data, acc, d) for d in moe if d in have["moe"]]
     fits += [fit_all_reduce(data, acc), fit_all_to_all(data, acc)]
-    fits += [fit_gdn_state(data, acc), fit_gdn_prefill(data, acc)]
+    if have["gdn"]:
+        fits += [fit_gdn_state(data, acc), fit_gdn_prefill(data, acc)]
     return fits
 
 
 def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     """The catalog's [accelerators.kernel] figures from one accelerator's fits."""
     by = {f.kernel: f for f in fits}
+    if "gemm fp8" not in by or f"moe {MOE_EIGHT_SIXTEEN[-1]}" not in by:
+        return partial_figures(by)
     out = {
         # FLOP fractions: the compute regime's fits (kernel_tables.gemm_compute_rows).
         "gemm_flops_fraction.bf16": by["gemm bf16 compute"].params["flops_fraction"],
@@ -342,6 +356,51 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
         out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4 decode"].params["bandwidth_fraction"]
     if f"moe {MOE_FP4}" in by:
         out["moe_fp4_bandwidth_fraction"] = by[f"moe {MOE_FP4}"].params["bandwidth_fraction"]
+    return out
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def partial_figures(by: dict[str, KernelFit]) -> dict[str, float]:
+    """``figures`` of a part whose tables lack some dtypes (A100, L40S): each figure over the
+    dtypes measured, none for a kernel with no rows. 8-bit: FP8 (geometric mean of per-tensor
+    and block-scaled) where measured, else INT8 (SmoothQuant W8A8); MoE streaming over the
+    8/16-bit expert dtypes measured; linear attention only where its table exists."""
+    gemm = lambda d, regime, p: by[f"gemm {d} {regime}"].params[p]  # noqa: E731
+    eight = "fp8" if "gemm fp8" in by else "int8"
+    out = {"gemm_flops_fraction.bf16": gemm("bf16", "compute", "flops_fraction")}
+    if eight == "fp8":
+        out["gemm_flops_fraction.fp8"] = _geomean(
+            [gemm(d, "compute", "flops_fraction") for d in ("fp8", "fp8_block")]
+        )
+    else:
+        out["gemm_flops_fraction.int8"] = gemm("int8", "compute", "flops_fraction")
+    out["gemm_bandwidth_fraction"] = _geomean(
+        [gemm(d, "decode", "bandwidth_fraction") for d in ("bf16", eight)]
+    )
+    if "gemm int4_weight_only" in by:
+        out["gemm_int4_bandwidth_fraction"] = gemm(
+            "int4_weight_only", "decode", "bandwidth_fraction"
+        )
+    kv = [f.params["bandwidth_fraction"] for k, f in by.items() if k.startswith("decode attention")]
+    if kv:
+        out["attention_bandwidth_fraction"] = _geomean(kv)
+    out["context_attention_flops_fraction"] = by["context attention bf16"].params["flops_fraction"]
+    moe = [
+        by[f"moe {d}"].params["bandwidth_fraction"] for d in MOE_EIGHT_SIXTEEN if f"moe {d}" in by
+    ]
+    if moe:
+        out["moe_bandwidth_fraction"] = _geomean(moe)
+    out["all_reduce_link_fraction"] = by["all-reduce"].params["link_fraction"]
+    out["all_reduce_call_us_2"] = call_latency_us(by["all-reduce"], 2.0)
+    out["all_reduce_call_us_4"] = call_latency_us(by["all-reduce"], 4.0)
+    if "linear-attention state" in by:
+        out["state_bandwidth_fraction"] = by["linear-attention state"].params["bandwidth_fraction"]
+        out["state_prefill_flops_fraction"] = by["linear-attention prefill"].params[
+            "flops_fraction"
+        ]
     return out
 
 
