@@ -2,8 +2,9 @@
 
 The PyPI package ``aiconfigurator-core`` (Apache-2.0, NVIDIA) ships kernel timings collected on
 each GPU under ``aiconfigurator_core/systems/data/<system>/<kernel>/<engine>/<version>/``. We read
-the TensorRT-LLM tables (the most complete engine: every kernel below exists for all four parts)
-and NCCL for all-to-all. Latencies in the tables are milliseconds; message sizes are elements.
+the TensorRT-LLM tables (the most complete engine: every kernel below exists for the Hopper and
+Blackwell parts; A100 and L40S lack some, ``available``) and NCCL for all-to-all. Latencies in
+the tables are milliseconds; message sizes are elements.
 
 Get the data (81 MB):
 
@@ -406,10 +407,10 @@ def moe(data: Path, accelerator: str, dtype: str) -> Samples:
 
 KV_READ_UNPHYSICAL = frozenset({"a100-sxm"})
 """Parts whose decode-attention table is not read: on A100 (TensorRT-LLM 1.0.0) the calls that
-read at least ``DECODE_ATTENTION_MIN_KV_BYTES`` of BF16 KV would move it at a median 0.77 and up
-to 1.69 of the 2,039 GB/s HBM (8 streams x 64k tokens x 8 KV heads of 128: 2.1 GB in 0.65 ms),
-rising with context past 1 from 16k tokens on, so the rows do not time the bytes the table's
-shape columns describe; the part's KV-read figure is left unmeasured."""
+read at least ``DECODE_ATTENTION_MIN_KV_BYTES`` of BF16 KV would move it at a median 0.74 of the
+2,039 GB/s HBM, above 1 on 22% of them and up to 1.69 (8 streams x 64k tokens x 8 KV heads of
+128: 2.1 GB in 0.65 ms), so the rows do not time the bytes the table's shape columns describe;
+the part's KV-read figure is left unmeasured."""
 
 
 def available(data: Path, accelerator: str) -> dict[str, frozenset[str]]:

@@ -204,6 +204,12 @@ def _broken_copy(tmp_path: Path, file: str, old: str, new: str) -> Path:
             "$.systems[1].aliases (id 'hgx-h200-8'): 'h100_sxm' already names 'hgx-h100-8'",
         ),
         ("models.toml", "[[models]]\n", "[[models]\n", "not valid TOML"),
+        (
+            "accelerators.toml",
+            'native_precisions = ["bf16", "int8"]\nweight_only_precisions = ["int4"]',
+            'native_precisions = ["bf16", "fp8", "int8"]\nweight_only_precisions = ["int4"]',
+            "native_precisions (id 'a100-sxm'): fp8 has no kernel.gemm_flops_fraction figure",
+        ),
     ],
 )
 def test_a_broken_file_is_reported_by_file_and_field(
