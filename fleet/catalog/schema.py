@@ -141,7 +141,7 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     (A100)."""
     attention_bandwidth_fraction: PositiveFloat | None = None
     """KV-cache read of decode attention; absent where the part's table is not read
-    (``kernel_tables.KV_READ_UNPHYSICAL``): KV reads then transfer at the GEMM streaming ratio."""
+    (``kernel_parts.KV_READ_UNPHYSICAL``): KV reads then transfer at the GEMM streaming ratio."""
     moe_bandwidth_fraction: PositiveFloat | None = None
     """Weight streaming of an MoE layer's routed experts (grouped GEMM), BF16 and FP8 weights;
     absent where the tables hold no balanced-routing MoE rows (A100): experts then stream at

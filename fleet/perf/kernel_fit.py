@@ -38,6 +38,7 @@ import polars as pl
 from scipy.optimize import least_squares
 
 from fleet.catalog import Accelerator, load_catalog
+from fleet.perf import kernel_parts as kp
 from fleet.perf import kernel_tables as kt
 from fleet.perf.model import ROOF_SHARPNESS
 from fleet.perf.types import FloatArray
@@ -288,9 +289,9 @@ def call_latency_us(fit: KernelFit, n: float) -> float:
 
 def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
     """Every kernel fit of one accelerator, in a fixed order; a kernel or dtype the part's tables
-    lack (``kernel_tables.available``: A100 has no FP8, no balanced MoE rows, no linear-attention
+    lack (``kernel_parts.available``: A100 has no FP8, no balanced MoE rows, no linear-attention
     table) is skipped, not stood in for."""
-    have = kt.available(data, acc.id)
+    have = kp.available(data, acc.id)
     dtypes = ["bf16", "fp8", "fp8_block"] + (["fp4"] if acc.peak_tflops.fp4 else [])
     fits = []
     for d in [*dtypes, *AMPERE_GEMM]:
@@ -312,7 +313,7 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     """The catalog's [accelerators.kernel] figures from one accelerator's fits."""
     by = {f.kernel: f for f in fits}
     if "gemm fp8" not in by or f"moe {MOE_EIGHT_SIXTEEN[-1]}" not in by:
-        return partial_figures(by)
+        return kp.partial_figures(by, MOE_EIGHT_SIXTEEN, call_latency_us)
     out = {
         # FLOP fractions: the compute regime's fits (kernel_tables.gemm_compute_rows).
         "gemm_flops_fraction.bf16": by["gemm bf16 compute"].params["flops_fraction"],
@@ -356,51 +357,6 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
         out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4 decode"].params["bandwidth_fraction"]
     if f"moe {MOE_FP4}" in by:
         out["moe_fp4_bandwidth_fraction"] = by[f"moe {MOE_FP4}"].params["bandwidth_fraction"]
-    return out
-
-
-def _geomean(values: Sequence[float]) -> float:
-    return float(np.exp(np.mean(np.log(values))))
-
-
-def partial_figures(by: dict[str, KernelFit]) -> dict[str, float]:
-    """``figures`` of a part whose tables lack some dtypes (A100, L40S): each figure over the
-    dtypes measured, none for a kernel with no rows. 8-bit: FP8 (geometric mean of per-tensor
-    and block-scaled) where measured, else INT8 (SmoothQuant W8A8); MoE streaming over the
-    8/16-bit expert dtypes measured; linear attention only where its table exists."""
-    gemm = lambda d, regime, p: by[f"gemm {d} {regime}"].params[p]  # noqa: E731
-    eight = "fp8" if "gemm fp8" in by else "int8"
-    out = {"gemm_flops_fraction.bf16": gemm("bf16", "compute", "flops_fraction")}
-    if eight == "fp8":
-        out["gemm_flops_fraction.fp8"] = _geomean(
-            [gemm(d, "compute", "flops_fraction") for d in ("fp8", "fp8_block")]
-        )
-    else:
-        out["gemm_flops_fraction.int8"] = gemm("int8", "compute", "flops_fraction")
-    out["gemm_bandwidth_fraction"] = _geomean(
-        [gemm(d, "decode", "bandwidth_fraction") for d in ("bf16", eight)]
-    )
-    if "gemm int4_weight_only" in by:
-        out["gemm_int4_bandwidth_fraction"] = gemm(
-            "int4_weight_only", "decode", "bandwidth_fraction"
-        )
-    kv = [f.params["bandwidth_fraction"] for k, f in by.items() if k.startswith("decode attention")]
-    if kv:
-        out["attention_bandwidth_fraction"] = _geomean(kv)
-    out["context_attention_flops_fraction"] = by["context attention bf16"].params["flops_fraction"]
-    moe = [
-        by[f"moe {d}"].params["bandwidth_fraction"] for d in MOE_EIGHT_SIXTEEN if f"moe {d}" in by
-    ]
-    if moe:
-        out["moe_bandwidth_fraction"] = _geomean(moe)
-    out["all_reduce_link_fraction"] = by["all-reduce"].params["link_fraction"]
-    out["all_reduce_call_us_2"] = call_latency_us(by["all-reduce"], 2.0)
-    out["all_reduce_call_us_4"] = call_latency_us(by["all-reduce"], 4.0)
-    if "linear-attention state" in by:
-        out["state_bandwidth_fraction"] = by["linear-attention state"].params["bandwidth_fraction"]
-        out["state_prefill_flops_fraction"] = by["linear-attention prefill"].params[
-            "flops_fraction"
-        ]
     return out
 
 

@@ -194,7 +194,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         )
     expert_bw = _expert_bandwidth(base, k, fam, weight_bw)
     # KV reads by the decode-attention kernels; the weight-streaming ratio where the part's
-    # attention table is not read (A100, kernel_tables.KV_READ_UNPHYSICAL).
+    # attention table is not read (A100, kernel_parts.KV_READ_UNPHYSICAL).
     kv_ratio = (
         stream
         if k.attention_bandwidth_fraction is None
