@@ -20,6 +20,7 @@ import pytest
 from fleet.catalog import Catalog, CatalogError, load_catalog
 from fleet.catalog.load import DATA_DIR
 from fleet.perf import kernel_fit as kf
+from fleet.perf import kernel_parts as kp
 from fleet.perf import kernel_tables as kt
 from fleet.perf.transfer import resolve_efficiency
 
@@ -246,3 +247,22 @@ def test_engine_tables_fit_like_tensorrt_llm(catalog: Catalog) -> None:
         assert other.decode.params[stream] == pytest.approx(trt.decode.params[stream], rel=0.1)
         fp8 = ke.gemm(data, b200, engine, "fp8").compute.params["flops_fraction"]
         assert fp8 < ke.gemm(data, b200, "trtllm", "fp8").compute.params["flops_fraction"]
+
+
+@needs_data
+def test_a100_attention_table_times_more_bytes_than_hbm_moves(catalog: Catalog) -> None:
+    """Why A100's decode-attention table is not read (kernel_parts.KV_READ_UNPHYSICAL): a fifth
+    of its calls reading >= 64 MiB of BF16 KV would move it faster than the datasheet HBM
+    bandwidth (measured 22%, up to 1.69x); on H100 none does (at most 0.93)."""
+    data = _data()
+    assert data is not None
+    assert "a100-sxm" in kp.KV_READ_UNPHYSICAL
+    assert not kp.available(data, "a100-sxm")["attention"]
+    over = {}
+    for acc in ("a100-sxm", "h100-sxm"):
+        s = kt.decode_attention(data, acc, "bfloat16")
+        large = s.bytes >= kt.DECODE_ATTENTION_MIN_KV_BYTES
+        rate = s.bytes[large] / s.latency_s[large]
+        over[acc] = float((rate > catalog.accelerator(acc).memory_bandwidth_bytes_per_s).mean())
+    assert over["a100-sxm"] > 0.15
+    assert over["h100-sxm"] == 0.0
