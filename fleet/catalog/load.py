@@ -197,6 +197,20 @@ def _efficiency_problem(
         f is None or f.kernel is None for f in (acc, *family)
     ):
         return "kernel", "kernel-transfer needs kernel figures here and in transfer_from"
+    if eff.basis == "kernel-transfer" and acc.kernel is not None:
+        return _unmeasured_precision(acc)
+    return None
+
+
+def _unmeasured_precision(acc: Accelerator) -> tuple[str, str] | None:
+    """A kernel-transfer part offers a native precision only with a kernel FLOP figure it
+    transfers from (INT8 may take FP8's): none is stood in for."""
+    assert acc.kernel is not None
+    f = acc.kernel.gemm_flops_fraction
+    own = {"bf16": f.bf16, "fp8": f.fp8, "fp4": f.fp4, "int8": f.int8 or f.fp8}
+    for p in acc.native_precisions:
+        if p in own and own[p] is None:
+            return "native_precisions", f"{p} has no kernel.gemm_flops_fraction figure to transfer"
     return None
 
 

@@ -116,8 +116,12 @@ class KernelFlopsFraction(Frozen, frozen=True, kw_only=True):
     """Fraction of the dense datasheet peak that large GEMMs reach, per precision."""
 
     bf16: PositiveFloat
-    fp8: PositiveFloat
+    fp8: PositiveFloat | None = None
+    """FP8 (per-tensor and block-scaled); absent where the part has no FP8 kernels (A100)."""
     fp4: PositiveFloat | None = None
+    int8: PositiveFloat | None = None
+    """INT8 W8A8 (SmoothQuant), measured where the part has no FP8 (A100); elsewhere INT8 takes
+    the FP8 figure."""
 
 
 class KernelFigures(Frozen, frozen=True, kw_only=True):
@@ -132,10 +136,16 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     elements), BF16 and FP8 weights."""
     gemm_fp4_bandwidth_fraction: PositiveFloat | None = None
     """Weight streaming of decode-regime NVFP4 GEMMs (scales included), where the part has FP4."""
-    attention_bandwidth_fraction: PositiveFloat
-    """KV-cache read of decode attention."""
-    moe_bandwidth_fraction: PositiveFloat
-    """Weight streaming of an MoE layer's routed experts (grouped GEMM), BF16 and FP8 weights."""
+    gemm_int4_bandwidth_fraction: PositiveFloat | None = None
+    """Weight streaming of decode-regime INT4 weight-only GEMMs, where the tables measure them
+    (A100)."""
+    attention_bandwidth_fraction: PositiveFloat | None = None
+    """KV-cache read of decode attention; absent where the part's table is not read
+    (``kernel_parts.KV_READ_UNPHYSICAL``): KV reads then transfer at the GEMM streaming ratio."""
+    moe_bandwidth_fraction: PositiveFloat | None = None
+    """Weight streaming of an MoE layer's routed experts (grouped GEMM), BF16 and FP8 weights;
+    absent where the tables hold no balanced-routing MoE rows (A100): experts then stream at
+    the GEMM figure's transfer."""
     moe_fp4_bandwidth_fraction: PositiveFloat | None = None
     """Weight streaming of routed FP4 experts (MXFP4 grouped GEMM, scales included), where the
     part has FP4."""

@@ -22,6 +22,12 @@ from fleet.perf import kernel_fit as kf
 from fleet.perf import kernel_tables as kt
 
 ENGINES = {"trtllm": "1.3.0rc20", "vllm": "0.24.0", "sglang": "0.5.14"}
+TABLES = (
+    ("gemm", "gemm_perf.parquet"),
+    ("attention", "generation_attention_perf.parquet"),
+    ("comm", "custom_allreduce_perf.parquet"),
+)
+"""The tables read per engine; a part missing any of them at ``ENGINES``' versions is skipped."""
 
 
 def _fastest(d: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -66,6 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = kt.find_data(args.data)
     catalog = load_catalog()
     for acc_id in kt.SYSTEMS:
+        tables = [
+            data / kt.SYSTEMS[acc_id] / f"{kind}/{e}/{v}/{name}"
+            for e, v in ENGINES.items()
+            for kind, name in TABLES
+        ]
+        if not all(p.is_file() for p in tables):
+            continue  # A100: no engine at these versions; L40S: no vLLM 0.24.0 all-reduce table
         acc = catalog.accelerator(acc_id)
         dtypes = ["bf16", "fp8"] + (["fp4"] if acc.peak_tflops.fp4 else [])
         for kernel, figure in [(f"gemm {d}", "flops_fraction") for d in dtypes] + [

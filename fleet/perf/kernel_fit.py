@@ -38,6 +38,7 @@ import polars as pl
 from scipy.optimize import least_squares
 
 from fleet.catalog import Accelerator, load_catalog
+from fleet.perf import kernel_parts as kp
 from fleet.perf import kernel_tables as kt
 from fleet.perf.model import ROOF_SHARPNESS
 from fleet.perf.types import FloatArray
@@ -50,8 +51,15 @@ PEAK_COLUMN = {
     "fp4": "fp4",
     "mxfp4": "fp8",
     "mxfp4_weight_only": "bf16",
+    "int8": "int8",
+    "int4_weight_only": "bf16",
+    "int8_weight_only": "bf16",
 }
-"""Tensor rate a kernel computes at: MXFP4 weights with MXFP8 activations run FP8 math."""
+"""Tensor rate a kernel computes at: MXFP4 weights with MXFP8 activations run FP8 math; the
+weight-only INT4/INT8 GEMMs dequantize to BF16."""
+AMPERE_GEMM = ("int8", "int4_weight_only", "int8_weight_only")
+"""GEMM dtypes only the A100 tables hold (TensorRT-LLM 1.0.0: SmoothQuant W8A8 and the
+per-channel weight-only kernels), fitted after the others where present."""
 MOE_EIGHT_SIXTEEN = ("bf16", "fp8", "fp8_block")
 MOE_FP4 = "mxfp4"
 """The FP4 expert kernel whose routing the table fixes: TensorRT-LLM's TRTLLM-Gen MXFP4 x MXFP8
@@ -186,7 +194,7 @@ def gemm_fits(acc: Accelerator, kernel: str, rows: pl.DataFrame, dtype: str) -> 
 
 def fit_gemm(data: Path, acc: Accelerator, dtype: str) -> GemmFits:
     """``gemm_fits`` of the TensorRT-LLM GEMM table."""
-    rows = kt.gemm_rows(data / kt.SYSTEMS[acc.id] / kt.GEMM_TABLE, dtype)
+    rows = kt.gemm_rows(kt.table_path(data, acc.id, kt.GEMM_TABLE), dtype)
     return gemm_fits(acc, f"gemm {dtype}", rows, dtype)
 
 
@@ -280,25 +288,32 @@ def call_latency_us(fit: KernelFit, n: float) -> float:
 
 
 def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
-    """Every kernel fit of one accelerator, in a fixed order."""
+    """Every kernel fit of one accelerator, in a fixed order; a kernel or dtype the part's tables
+    lack (``kernel_parts.available``: A100 has no FP8, no balanced MoE rows, no linear-attention
+    table) is skipped, not stood in for."""
+    have = kp.available(data, acc.id)
     dtypes = ["bf16", "fp8", "fp8_block"] + (["fp4"] if acc.peak_tflops.fp4 else [])
     fits = []
-    for d in dtypes:
-        g = fit_gemm(data, acc, d)
-        fits += [g.full, g.compute, g.decode]
-    fits += [fit_attention(data, acc, kv) for kv in ("bfloat16", "fp8")]
+    for d in [*dtypes, *AMPERE_GEMM]:
+        if d in have["gemm"]:
+            g = fit_gemm(data, acc, d)
+            fits += [g.full, g.compute, g.decode]
+    fits += [fit_attention(data, acc, kv) for kv in ("bfloat16", "fp8") if kv in have["attention"]]
     fits += [fit_context_attention(data, acc)]
     four_bit = ["fp4", MOE_FP4] if acc.peak_tflops.fp4 else ["mxfp4_weight_only"]
     moe = list(MOE_EIGHT_SIXTEEN) + four_bit
-    fits += [fit_moe(data, acc, d) for d in moe]
+    fits += [fit_moe(data, acc, d) for d in moe if d in have["moe"]]
     fits += [fit_all_reduce(data, acc), fit_all_to_all(data, acc)]
-    fits += [fit_gdn_state(data, acc), fit_gdn_prefill(data, acc)]
+    if have["gdn"]:
+        fits += [fit_gdn_state(data, acc), fit_gdn_prefill(data, acc)]
     return fits
 
 
 def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     """The catalog's [accelerators.kernel] figures from one accelerator's fits."""
     by = {f.kernel: f for f in fits}
+    if "gemm fp8" not in by or f"moe {MOE_EIGHT_SIXTEEN[-1]}" not in by:
+        return kp.partial_figures(by, MOE_EIGHT_SIXTEEN, call_latency_us)
     out = {
         # FLOP fractions: the compute regime's fits (kernel_tables.gemm_compute_rows).
         "gemm_flops_fraction.bf16": by["gemm bf16 compute"].params["flops_fraction"],

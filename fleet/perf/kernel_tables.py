@@ -2,8 +2,9 @@
 
 The PyPI package ``aiconfigurator-core`` (Apache-2.0, NVIDIA) ships kernel timings collected on
 each GPU under ``aiconfigurator_core/systems/data/<system>/<kernel>/<engine>/<version>/``. We read
-the TensorRT-LLM tables (the most complete engine: every kernel below exists for all four parts)
-and NCCL for all-to-all. Latencies in the tables are milliseconds; message sizes are elements.
+the TensorRT-LLM tables (the most complete engine: every kernel below exists for the Hopper and
+Blackwell parts; A100 and L40S lack some, ``available``) and NCCL for all-to-all. Latencies in
+the tables are milliseconds; message sizes are elements.
 
 Get the data (81 MB):
 
@@ -31,11 +32,18 @@ SYSTEMS = {
     "gb200": "gb200",
     "b300": "b300_sxm",
     "gb300": "gb300",
+    "a100-sxm": "a100_sxm",
+    "l40s": "l40s",
 }
 """Catalog accelerator id -> the package's system directory."""
 ENGINE = "trtllm"
 ENGINE_VERSION = "1.3.0rc20"
 NCCL_VERSION = "2.29.2"
+ENGINE_VERSIONS = {"a100-sxm": "1.0.0"}
+"""Parts whose TensorRT-LLM tables were measured at another version than ``ENGINE_VERSION``:
+the package holds A100 SXM's only at TensorRT-LLM 1.0.0."""
+NCCL_VERSIONS = {"a100-sxm": "2.27.3", "l40s": "2.27.3"}
+"""Parts whose NCCL table is of another version than ``NCCL_VERSION``."""
 GEMM_TABLE = f"gemm/{ENGINE}/{ENGINE_VERSION}/gemm_perf.parquet"
 ATTENTION_TABLE = f"attention/{ENGINE}/{ENGINE_VERSION}/generation_attention_perf.parquet"
 CONTEXT_ATTENTION_TABLE = f"attention/{ENGINE}/{ENGINE_VERSION}/context_attention_perf.parquet"
@@ -77,10 +85,31 @@ then takes as long as the per-call cost (~10-30 us) or longer on every part, the
 the model's KV-read fraction matters. Over every row the fit is set by small reads (a few MB,
 where the call cost dominates): on Hopper it read 0.52-0.71 of HBM where the large reads run at
 0.70-0.90, held-out median 17-27% on them."""
-GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "fp4"}
-"""Table dtype -> our name; fp8 (per-tensor scale) and fp8_block are both served as fp8."""
-WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "fp4": 0.5 + 1.0 / 16.0}
-"""Bytes per weight element incl. block scales (NVFP4: one FP8 scale per 16 elements)."""
+GEMM_DTYPES = {
+    "bfloat16": "bf16",
+    "fp8": "fp8",
+    "fp8_block": "fp8_block",
+    "nvfp4": "fp4",
+    "sq": "int8",
+    "int4_wo": "int4_weight_only",
+    "int8_wo": "int8_weight_only",
+}
+"""Table dtype -> our name; fp8 (per-tensor scale) and fp8_block are both served as fp8. sq =
+SmoothQuant W8A8 (INT8 weights and activations, INT8 math); int4_wo / int8_wo = INT4 / INT8
+weights dequantized to BF16 in TensorRT-LLM's per-channel weight-only GEMM (BF16 math)."""
+WEIGHT_BYTES = {
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "fp8_block": 1.0,
+    "fp4": 0.5 + 1.0 / 16.0,
+    "int8": 1.0,
+    "int4_weight_only": 0.5,
+    "int8_weight_only": 1.0,
+}
+"""Bytes per weight element incl. block scales (NVFP4: one FP8 scale per 16 elements; the
+per-channel INT8/INT4 scales are one per output column, negligible)."""
+GEMM_ACTIVATION_BYTES = {"bf16": 2.0, "int4_weight_only": 2.0, "int8_weight_only": 2.0}
+"""Bytes per activation element into a GEMM (1 unless listed: 8-bit-math kernels)."""
 DECODE_MAX_TOKENS = 64
 """GEMM rows of at most this many tokens (m) ..."""
 DECODE_MIN_WEIGHTS = 2.0**24
@@ -98,6 +127,17 @@ KV_BYTES = {"bfloat16": 2.0, "fp8": 1.0}
 HELD_OUT_FRACTION = 0.25
 SEED = 20260
 BF16_BYTES = 2.0
+
+
+def table_path(data: Path, accelerator: str, table: str) -> Path:
+    """One of the ``*_TABLE`` paths on ``accelerator``, at the versions the package measured it
+    with (``ENGINE_VERSIONS``, ``NCCL_VERSIONS``)."""
+    engine = ENGINE_VERSIONS.get(accelerator, ENGINE_VERSION)
+    nccl = NCCL_VERSIONS.get(accelerator, NCCL_VERSION)
+    rel = table.replace(f"{ENGINE}/{ENGINE_VERSION}/", f"{ENGINE}/{engine}/").replace(
+        f"nccl/{NCCL_VERSION}/", f"nccl/{nccl}/"
+    )
+    return data / SYSTEMS[accelerator] / rel
 
 
 def find_data(root: Path) -> Path:
@@ -146,7 +186,7 @@ def held_out_keys(keys: pl.DataFrame) -> np.ndarray:
 
 def gemm(data: Path, accelerator: str, dtype: str) -> Samples:
     """The TensorRT-LLM GEMM table's rows of ``dtype`` (``gemm_samples``)."""
-    return gemm_samples(gemm_rows(data / SYSTEMS[accelerator] / GEMM_TABLE, dtype), dtype)
+    return gemm_samples(gemm_rows(table_path(data, accelerator, GEMM_TABLE), dtype), dtype)
 
 
 def gemm_rows(path: Path, dtype: str) -> pl.DataFrame:
@@ -158,7 +198,7 @@ def gemm_rows(path: Path, dtype: str) -> pl.DataFrame:
 def gemm_samples(d: pl.DataFrame, dtype: str) -> Samples:
     """GEMM (m x k) @ (k x n): 2mnk FLOPs; bytes = weights + activations in + BF16 out."""
     m, n, k = (d[c].to_numpy().astype(np.float64) for c in ("m", "n", "k"))
-    act = BF16_BYTES if dtype == "bf16" else 1.0
+    act = GEMM_ACTIVATION_BYTES.get(dtype, 1.0)
     return Samples(
         flops=2.0 * m * n * k,
         bytes=n * k * WEIGHT_BYTES[dtype] + m * k * act + m * n * BF16_BYTES,
@@ -193,7 +233,7 @@ def gdn_state(data: Path, accelerator: str) -> Samples:
     """Gated DeltaNet decode (``fused_recurrent`` kernels, generation phase, one token per
     stream): bytes = read and write of every stream's float32 recurrent state (value heads x key
     dim x value dim x 4 bytes), the width serving keeps it at unless a config pins another."""
-    d = pl.read_parquet(data / SYSTEMS[accelerator] / GDN_TABLE).filter(
+    d = pl.read_parquet(table_path(data, accelerator, GDN_TABLE)).filter(
         (pl.col("phase") == "generation")
         & pl.col("kernel_source").str.starts_with("fused_recurrent")
         & (pl.col("batch_size") >= GDN_MIN_BATCH)
@@ -223,7 +263,7 @@ def gdn_prefill(data: Path, accelerator: str) -> Samples:
     """Gated DeltaNet prefill (context phase: the causal conv and the chunked delta-rule scan of
     one call, summed): FLOPs = 4 x value heads x key dim x value dim per token, the state
     update and read-out the scan performs per token."""
-    d = pl.read_parquet(data / SYSTEMS[accelerator] / GDN_TABLE).filter(
+    d = pl.read_parquet(table_path(data, accelerator, GDN_TABLE)).filter(
         (pl.col("phase") == "context") & (pl.col("num_tokens") >= GDN_PREFILL_MIN_TOKENS)
     )
     keys = ["model_name", "batch_size", "seq_len", "num_tokens", "num_v_heads", "head_k_dim",
@@ -248,7 +288,7 @@ def decode_attention(data: Path, accelerator: str, kv_dtype: str) -> Samples:
     """Decode (generation) attention, full-context layers, TensorRT-LLM's torch-flow kernel
     (``attention_samples``). Every row; the fit takes those of at least
     ``DECODE_ATTENTION_MIN_KV_BYTES``."""
-    d = pl.read_parquet(data / SYSTEMS[accelerator] / ATTENTION_TABLE).filter(
+    d = pl.read_parquet(table_path(data, accelerator, ATTENTION_TABLE)).filter(
         (pl.col("window_size") == 0)
         & (pl.col("kernel_source") == "torch_flow")
         & (pl.col("kv_cache_dtype") == kv_dtype)
@@ -281,7 +321,7 @@ def context_attention(data: Path, accelerator: str) -> Samples:
     per sequence; bytes = Q, K, V in and O out once (the flash-attention kernel keeps the rest
     on chip).
     """
-    d = pl.read_parquet(data / SYSTEMS[accelerator] / CONTEXT_ATTENTION_TABLE).filter(
+    d = pl.read_parquet(table_path(data, accelerator, CONTEXT_ATTENTION_TABLE)).filter(
         (pl.col("window_size") == 0)
         & (pl.col("attn_dtype") == "bfloat16")
         & (pl.col("kv_cache_dtype") == "bfloat16")
@@ -301,13 +341,13 @@ def context_attention(data: Path, accelerator: str) -> Samples:
 
 def all_reduce(data: Path, accelerator: str) -> Samples:
     """TensorRT-LLM's all-reduce (custom kernel, NCCL for large messages), BF16 messages."""
-    d = pl.read_parquet(data / SYSTEMS[accelerator] / ALLREDUCE_TABLE)
+    d = pl.read_parquet(table_path(data, accelerator, ALLREDUCE_TABLE))
     return _comm(d)
 
 
 def all_to_all(data: Path, accelerator: str) -> Samples:
     """NCCL all-to-all, FP16 messages."""
-    d = pl.read_parquet(data / SYSTEMS[accelerator] / NCCL_TABLE).filter(
+    d = pl.read_parquet(table_path(data, accelerator, NCCL_TABLE)).filter(
         (pl.col("op_name") == "alltoall") & (pl.col("nccl_dtype") == "half")
     )
     return _comm(d)
@@ -335,7 +375,7 @@ def moe(data: Path, accelerator: str, dtype: str) -> Samples:
     included) + the pairs' activations in and BF16 out.
     """
     table_dtype = next(k for k, v in MOE_DTYPES.items() if v == dtype)
-    d = pl.read_parquet(data / SYSTEMS[accelerator] / MOE_TABLE).filter(
+    d = pl.read_parquet(table_path(data, accelerator, MOE_TABLE)).filter(
         (pl.col("moe_dtype") == table_dtype)
         & (pl.col("distribution") == "balanced")
         & pl.col("kernel_source").is_in(MOE_KERNELS)

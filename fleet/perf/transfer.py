@@ -12,11 +12,18 @@ family's factors and scales each by how its kernels compare with the family's
   moe_bandwidth_fraction ratio; native FP4 = the family's BF16/FP8 figure x this part's
   moe_fp4_bandwidth_fraction over the family's 8/16-bit MoE figure (dense weights keep the GEMM
   figures above);
-- kv_bandwidth_fraction x attention_bandwidth_fraction ratio (KV reads of decode attention);
+- kv_bandwidth_fraction x attention_bandwidth_fraction ratio (KV reads of decode attention), the
+  weight-streaming ratio where the part's attention table is not read (A100); routed experts
+  stream as the other weights where the part has no MoE table (A100);
 - prefill attention: this part's own measured context_attention_flops_fraction (a kernel figure,
   used as it is on every part with kernel tables, Hopper included: no run-fitted figure to scale);
 - flops_fraction per precision x gemm_flops_fraction ratio of that precision (FP4, which Hopper
-  lacks, against Hopper's FP8; INT8 takes the FP8 figure);
+  lacks, against Hopper's FP8; INT8 takes the FP8 figure, or its own W8A8 figure against
+  Hopper's FP8 where measured: A100); a precision without a kernel figure on the part (FP8 and
+  FP4 on A100, FP4 on L40S) gets NaN: it is not offered (the catalog loader refuses it among
+  native_precisions), not stood in for;
+- measured INT4 weight-only GEMMs (A100): the family's 8/16-bit streaming figure x this part's
+  gemm_int4_bandwidth_fraction over the family's BF16/FP8 kernel figure, as native FP4;
 - link_bandwidth_fraction x all_reduce_link_fraction ratio;
 - collective_overhead_us + the difference in small-message all-reduce latency (2 and 4 devices),
   net of the catalog's difference in hop latency, which the model already charges; >= 0;
@@ -114,16 +121,32 @@ def _kernel_flops(k: KernelFigures, precision: Precision) -> float:
         return f.bf16
     if precision == "fp4" and f.fp4 is not None:
         return f.fp4
+    if f.fp8 is None:
+        raise ValueError("a transfer_from family needs FP8 kernel figures")
     return f.fp8
 
 
+def _own_flops(k: KernelFigures, precision: Precision) -> float | None:
+    """This part's kernel FLOP figure for ``precision``: INT8 its own W8A8 figure where measured
+    (A100), else FP8's; INT4 (weight-only) BF16's; None where the part has no such kernel."""
+    f = k.gemm_flops_fraction
+    if precision == "int8":
+        return f.int8 if f.int8 is not None else f.fp8
+    if precision == "int4":
+        return f.bf16
+    return getattr(f, precision)
+
+
 def _expert_bandwidth(
-    base: ResolvedEfficiency, k: KernelFigures, fam: list[KernelFigures]
+    base: ResolvedEfficiency, k: KernelFigures, fam: list[KernelFigures], weight_bw: Fractions
 ) -> Fractions:
     """Routed-expert streaming: the family's figures x this part's MoE kernel streaming over the
     family's 8/16-bit MoE figure; native FP4 from the family's 8/16-bit figure x this part's FP4
-    MoE kernel over the same reference (the family runs FP4 weight-only, a different kernel)."""
-    family = _geomean([x.moe_bandwidth_fraction for x in fam])
+    MoE kernel over the same reference (the family runs FP4 weight-only, a different kernel).
+    A part without MoE tables (A100) streams experts as its other weights (``weight_bw``)."""
+    if k.moe_bandwidth_fraction is None:
+        return dict(weight_bw)
+    family = _geomean([x.moe_bandwidth_fraction for x in fam])  # type: ignore[misc]
     ratio = k.moe_bandwidth_fraction / family
     out: Fractions = {p: min(1.0, base.weight_bandwidth[p] * ratio) for p in PRECISIONS}
     if k.moe_fp4_bandwidth_fraction is not None:
@@ -150,19 +173,33 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
     flops: Fractions = {}
     for p in PRECISIONS:
         # INT8 math runs like FP8; INT4 is weight-only (BF16 math); FP4 transfers from FP8.
-        own: Precision = {"int8": "fp8", "int4": "bf16"}.get(p, p)  # type: ignore[assignment]
-        ref: Precision = "fp8" if own == "fp4" else own
-        mine = _kernel_flops(k, own)
+        ref: Precision = {"int8": "fp8", "int4": "bf16", "fp4": "fp8"}.get(p, p)  # type: ignore[assignment]
+        mine = _own_flops(k, p)
+        if mine is None:
+            flops[p] = math.nan  # no kernel of this precision on the part: not offered
+            continue
         flops[p] = min(1.0, base.flops_fraction[ref] * mine / _geomean(
             [_kernel_flops(x, ref) for x in fam]))  # fmt: skip
     stream = ratio(lambda x: x.gemm_bandwidth_fraction)
     weight_bw: Fractions = {p: min(1.0, base.weight_bandwidth[p] * stream) for p in PRECISIONS}
+    family_stream = _geomean([x.gemm_bandwidth_fraction for x in fam])
     if k.gemm_fp4_bandwidth_fraction is not None:
-        family_stream = _geomean([x.gemm_bandwidth_fraction for x in fam])
         weight_bw["fp4"] = min(
             1.0, base.bandwidth_fraction * k.gemm_fp4_bandwidth_fraction / family_stream
         )
-    expert_bw = _expert_bandwidth(base, k, fam)
+    if k.gemm_int4_bandwidth_fraction is not None:
+        # Measured INT4 weight-only GEMMs (A100): from the family's 8/16-bit figure, as FP4.
+        weight_bw["int4"] = min(
+            1.0, base.bandwidth_fraction * k.gemm_int4_bandwidth_fraction / family_stream
+        )
+    expert_bw = _expert_bandwidth(base, k, fam, weight_bw)
+    # KV reads by the decode-attention kernels; the weight-streaming ratio where the part's
+    # attention table is not read (A100, kernel_parts.KV_READ_UNPHYSICAL).
+    kv_ratio = (
+        stream
+        if k.attention_bandwidth_fraction is None
+        else ratio(lambda x: x.attention_bandwidth_fraction)  # type: ignore[arg-type,return-value]
+    )
     hop_family = _geomean([_hop_us(f) for f in family])
     extra = [
         getattr(k, f"all_reduce_call_us_{n}")
@@ -180,9 +217,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         ),
         layer_overhead_us=base.layer_overhead_us,
         collective_overhead_us=max(0.0, base.collective_overhead_us + sum(extra) / len(extra)),
-        kv_bandwidth_fraction=min(
-            1.0, base.kv_bandwidth_fraction * ratio(lambda x: x.attention_bandwidth_fraction)
-        ),
+        kv_bandwidth_fraction=min(1.0, base.kv_bandwidth_fraction * kv_ratio),
         weight_bandwidth=weight_bw,
         expert_bandwidth=expert_bw,
         prefill_attention_flops_fraction=k.context_attention_flops_fraction,

@@ -227,14 +227,14 @@ def test_score_prints_coverage_and_errors(
         "silicon_ttft_ms,silicon_tpot_ms\n"
         "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,b200_sxm,agg,1024,1024,fp8,fp8,"
         "32,4,1,,1,80,12\n"
-        "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,a100_sxm,agg,1024,1024,fp8,fp8,"
+        "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,a30,agg,1024,1024,fp8,fp8,"
         "32,4,1,,1,80,12\n"
     )
     code, out, _ = run(capsys, "score", str(log), "--json")
     assert code == 0
     doc = json.loads(out)
     assert (doc["rows"], doc["scored"]) == (2, 1)
-    assert doc["not_scored"] == {"unknown system 'a100_sxm'": 1}
+    assert doc["not_scored"] == {"unknown system 'a30'": 1}
     assert [g["group"] for g in doc["groups"]][:2] == ["all", "accelerator b200"]
     code, out, err = run(capsys, "score", str(tmp_path / "absent.csv"))
     assert code == 2 and out == ""

@@ -18,13 +18,13 @@ from fleet.errors import InputError
 
 ACCELERATOR_IDS = {
     "h100-sxm", "h200-sxm", "b200", "gb200", "b300", "gb300", "mi300x", "mi325x",
-    "tpu-v5e", "tpu-v5p", "tpu-v6e", "gaudi3", "wse3", "groq-lpu",
+    "tpu-v5e", "tpu-v5p", "tpu-v6e", "gaudi3", "wse3", "groq-lpu", "a100-sxm", "l40s",
 }  # fmt: skip
 SYSTEM_IDS = {
     "hgx-h100-8", "hgx-h200-8", "hgx-b200-8", "gb200-nvl72", "hgx-b300-8", "gb300-nvl72",
     "mi300x-8", "mi325x-8",
     "tpu-v5e-8", "tpu-v5e-16", "tpu-v5p-4chip", "tpu-v5p-64chip", "tpu-v6e-8", "tpu-v6e-64",
-    "gaudi3-8", "cs3", "groqrack",
+    "gaudi3-8", "cs3", "groqrack", "hgx-a100-8", "l40s-8",
 }  # fmt: skip
 MODEL_IDS = {
     "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "qwen3-32b", "qwen3-30b-a3b",
@@ -205,6 +205,12 @@ def _broken_copy(tmp_path: Path, file: str, old: str, new: str) -> Path:
             "$.systems[1].aliases (id 'hgx-h200-8'): 'h100_sxm' already names 'hgx-h100-8'",
         ),
         ("models.toml", "[[models]]\n", "[[models]\n", "not valid TOML"),
+        (
+            "accelerators.toml",
+            'native_precisions = ["bf16", "int8"]\nweight_only_precisions = ["int4"]',
+            'native_precisions = ["bf16", "fp8", "int8"]\nweight_only_precisions = ["int4"]',
+            "native_precisions (id 'a100-sxm'): fp8 has no kernel.gemm_flops_fraction figure",
+        ),
     ],
 )
 def test_a_broken_file_is_reported_by_file_and_field(
@@ -238,5 +244,7 @@ def test_models_and_systems_answer_to_their_log_names(catalog: Catalog) -> None:
         UnknownIdError, match=r"unknown model 'nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8'"
     ):
         catalog.model_named("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
-    with pytest.raises(UnknownIdError, match="unknown system 'a100_sxm'"):
-        catalog.system_named("a100_sxm")
+    assert catalog.system_named("a100_sxm").id == "hgx-a100-8"
+    assert catalog.system_named("l40s").id == "l40s-8"
+    with pytest.raises(UnknownIdError, match="unknown system 'a30'"):
+        catalog.system_named("a30")

@@ -38,7 +38,7 @@ ROWS = {
     "32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
     "per-rank batch": ",sglang,deepseek-ai/DeepSeek-R1,h200_sxm,agg,1024,1024,fp8,fp8,16,1,1,8,"
     "1,8,,,,,,,,,,,,,,,300,40",
-    "unknown system": "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,a100_sxm,agg,1024,"
+    "unknown system": "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,a30,agg,1024,"
     "1024,fp8,fp8,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
     "unknown model": "silicon_concurrency=32,sglang,nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8,"
     "b200_sxm,agg,1024,1024,fp8,fp8_block,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
@@ -67,7 +67,7 @@ def test_every_row_is_scored_or_counted_under_its_reason(tmp_path: Path, catalog
         2: "gb200", 3: "b200", 4: "h200-sxm",
     }  # fmt: skip
     assert [kind for _, kind, _ in result.uncovered] == [
-        "unknown system 'a100_sxm'",
+        "unknown system 'a30'",
         "unknown model 'nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8'",
         "unknown quantization 'w4a8_awq' (gemm_quant_mode)",
         "does not fit (deepseek-r1 on hgx-b200-8)",
@@ -122,7 +122,7 @@ def test_users_beyond_the_rate_wait_before_their_first_token() -> None:
 def test_the_strict_loader_refuses_what_the_log_reader_skips(
     tmp_path: Path, catalog: Catalog
 ) -> None:
-    with pytest.raises(InputError, match=r"row 2: unknown system 'a100_sxm'"):
+    with pytest.raises(InputError, match=r"row 2: unknown system 'a30'"):
         load_measured(catalog, _log(tmp_path, "unknown system"))
     with pytest.raises(InputError, match=r"row 2: a disaggregated run"):
         load_measured(catalog, _log(tmp_path, "disagg"))
@@ -135,17 +135,17 @@ def test_the_command_prints_coverage_and_writes_every_row(
     assert main([str(_log(tmp_path, *ROWS)), "--rows", str(out)]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("coverage: 3 of 7 rows scored (42.9%)")
-    assert "not scored, 1 rows: unknown system 'a100_sxm'" in printed
+    assert "not scored, 1 rows: unknown system 'a30'" in printed
     rows = list(csv.DictReader(out.open()))
     assert [int(r["line"]) for r in rows] == list(range(2, 9))
-    assert rows[3]["not_scored"] == "unknown system 'a100_sxm'"
+    assert rows[3]["not_scored"] == "unknown system 'a30'"
     assert rows[0]["mode"] == "disaggregated" and not rows[0]["not_scored"]
     assert main([str(tmp_path / "absent.csv")]) == 2
     capsys.readouterr()
     assert main([str(_log(tmp_path, *ROWS)), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["rows"], doc["scored"]) == (7, 3)
-    assert doc["not_scored"]["unknown system 'a100_sxm'"] == 1
+    assert doc["not_scored"]["unknown system 'a30'"] == 1
     assert doc["groups"][0]["group"] == "all" and doc["groups"][0]["rows"] == 3
 
 
