@@ -82,6 +82,10 @@ class Efficiency(Frozen, frozen=True, kw_only=True):
     basis: EfficiencyBasis
     transfer_from: tuple[Id, ...] = ()
     """Accelerators sharing one fitted set whose figures are transferred (``TRANSFERRED`` bases)."""
+    caveats: tuple[str, ...] = ()
+    """Known limits of this part's figures that its basis does not say (a figure taken from
+    another kernel, a fit that misses its own data); every plan offering a pool of the part
+    repeats them as warnings."""
     bandwidth_fraction: Fraction | None = None
     """Weight streaming of decode (memory-bound GEMMs), of 8- and 16-bit weights."""
     flops_fraction: Fraction | None = None

@@ -305,8 +305,9 @@ def lowest_demand(
 
 
 def estimated_pools(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
-    """A warning per pool whose accelerator's performance is an estimate, not measured: its
-    efficiency factors are another family's fit taken as they are (docs/calibration.md)."""
+    """A warning per pool whose accelerator's performance is an estimate, not measured (its
+    efficiency factors are another family's fit taken as they are), and one per known caveat of
+    its figures (``Efficiency.caveats``; docs/calibration.md)."""
     out = []
     for pool in s.fleet.pools:
         acc = catalog.accelerator(catalog.system(pool.system).accelerator)
@@ -317,6 +318,7 @@ def estimated_pools(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
                 f"{'/'.join(acc.efficiency.transfer_from)} fit taken as they are; treat its "
                 "speeds, capacity and cost per token as indicative (docs/calibration.md)"
             )
+        out.extend(f"pool {pool.id}: {acc.name}: {c}" for c in acc.efficiency.caveats)
     return tuple(out)
 
 

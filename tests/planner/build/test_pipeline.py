@@ -299,3 +299,25 @@ def test_pools_of_estimated_accelerators_are_flagged(tiny_with, catalog) -> None
     assert "AMD Instinct MI300X" in flagged[0] and "h100-sxm/h200-sxm" in flagged[0]
     plain = build(_scenario(tiny_with), catalog)
     assert not [w for w in plain.warnings if "performance is an estimate" in w]
+
+
+def test_pools_of_accelerators_with_caveats_repeat_them(tiny_with, catalog) -> None:
+    """A part whose figures carry a known limit (L40S: collectives over PCIe that one link figure
+    cannot follow; A100: KV and expert reads at the weight-streaming ratio) is named in one
+    warning per pool and caveat; parts without caveats are not."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["fleet"]["pools"] += [
+            {"id": "l40s", "region": "r", "system": "l40s-8", "count": 1},
+            {"id": "a100", "region": "s", "system": "hgx-a100-8", "count": 1},
+            {"id": "b200", "region": "r", "system": "hgx-b200-8", "count": 1},
+        ]
+
+    built = build(_scenario(tiny_with, edit), catalog)
+    for pool, system in (("l40s", "l40s-8"), ("a100", "hgx-a100-8")):
+        acc = catalog.accelerator(catalog.system(system).accelerator)
+        assert acc.efficiency.caveats, acc.id
+        mine = [w for w in built.warnings if w.startswith(f"pool {pool}: {acc.name}: ")]
+        assert [w.split(": ", 2)[2] for w in mine] == list(acc.efficiency.caveats)
+    assert "2.4x too fast" in " ".join(catalog.accelerator("l40s").efficiency.caveats)
+    assert not [w for w in built.warnings if w.startswith("pool b200:")]
