@@ -17,6 +17,15 @@ KV cache but a fixed state per request: value heads x key dim x value dim of rec
 plus the convolution's last ``conv_kernel - 1`` inputs (``state_bytes_per_layer``); their
 weights are the q/k/v/z input projection, the b/a gate projection, the depthwise convolution and
 the output projection.
+
+Hybrid models with a ``block_pattern`` (Nemotron-H) count blocks instead of layers: ``*`` blocks
+are attention, ``M`` blocks Mamba2 mixers, ``E`` blocks MoE FFNs, ``-`` blocks dense FFNs, each
+one sublayer. A Mamba2 mixer's weights are its input projection (hidden -> z, x of the inner width
+heads x head_dim, B and C of n_groups x state_size each, one dt per head), the depthwise
+convolution over x, B and C, and the output projection (its per-head A, D and dt bias and its
+gated norm are < 0.01% and not counted, like norms); its state per request is heads x head_dim x
+state_size at ``state_bytes`` plus the convolution's last ``conv_kernel - 1`` inputs of x, B and C
+at 2 bytes. Non-gated FFNs (``ffn_gated = false``, relu2) have 2 matrices instead of 3.
 """
 
 from __future__ import annotations
@@ -72,11 +81,19 @@ class ParamBreakdown:
         return self.total - self.routed_experts
 
 
+def _blocks(model: Model, kind: str) -> int:
+    """Blocks of ``kind`` (a ``block_pattern`` character); 0 without a pattern."""
+    return model.block_pattern.count(kind) if model.block_pattern is not None else 0
+
+
 def moe_layer_count(model: Model) -> int:
-    """Layers with an MoE FFN: after ``dense_layers``, every ``moe_layer_interval``-th layer."""
+    """Layers with an MoE FFN: after ``dense_layers``, every ``moe_layer_interval``-th layer
+    (hybrid models: the ``E`` blocks)."""
     moe = model.moe
     if moe is None:
         return 0
+    if model.block_pattern is not None:
+        return _blocks(model, "E")
     return sum(
         1
         for i in range(moe.dense_layers, model.num_layers)
@@ -87,6 +104,64 @@ def moe_layer_count(model: Model) -> int:
 def linear_attention_layers(model: Model) -> int:
     """Layers with a linear-attention block (no KV cache)."""
     return model.linear_attention.layers if model.linear_attention is not None else 0
+
+
+def mamba_layers(model: Model) -> int:
+    """Blocks with a Mamba2 mixer."""
+    return _blocks(model, "M") if model.mamba is not None else 0
+
+
+def state_layers(model: Model) -> int:
+    """Layers (blocks) keeping a fixed per-request state instead of a KV cache: linear attention
+    and Mamba2 mixers."""
+    return linear_attention_layers(model) + mamba_layers(model)
+
+
+def attention_layers(model: Model) -> int:
+    """Layers (blocks) with softmax attention over a KV cache, sliding-window ones included."""
+    if model.block_pattern is not None:
+        return _blocks(model, "*")
+    return model.num_layers - linear_attention_layers(model)
+
+
+def dense_ffn_layers(model: Model) -> int:
+    """Layers (blocks) with a dense FFN."""
+    if model.block_pattern is not None:
+        return _blocks(model, "-")
+    return model.num_layers - moe_layer_count(model)
+
+
+def ffn_matrices(model: Model) -> int:
+    """Weight matrices per unit of FFN width: gate, up, down (3), or up, down (2) un-gated."""
+    return 3 if model.ffn_gated else 2
+
+
+def mamba_params_per_layer(model: Model) -> float:
+    """Weights of one Mamba2 mixer: in_proj (z, x, B, C, dt), conv1d, out_proj."""
+    mb = model.mamba
+    if mb is None:
+        return 0.0
+    h = model.hidden_size
+    inner = mb.num_heads * mb.head_dim
+    bc = 2 * mb.n_groups * mb.state_size
+    in_proj = h * (2 * inner + bc + mb.num_heads)
+    conv = (inner + bc) * mb.conv_kernel
+    return float(in_proj + conv + inner * h)
+
+
+def mamba_conv_channels(model: Model) -> int:
+    """Channels of a Mamba2 mixer's causal convolution (x, B and C): its window's width."""
+    mb = model.mamba
+    return 0 if mb is None else mb.num_heads * mb.head_dim + 2 * mb.n_groups * mb.state_size
+
+
+def conv_state_bytes_per_layer(model: Model) -> float:
+    """Of ``state_bytes_per_layer``, a Mamba2 mixer's convolution window (2 bytes); 0 for linear
+    attention, whose window is counted with its recurrent state."""
+    mb = model.mamba
+    if mb is None:
+        return 0.0
+    return float(mamba_conv_channels(model) * (mb.conv_kernel - 1) * 2)
 
 
 def linear_attention_params_per_layer(model: Model) -> float:
@@ -103,7 +178,11 @@ def linear_attention_params_per_layer(model: Model) -> float:
 
 
 def state_bytes_per_layer(model: Model) -> float:
-    """Bytes of one request's state in one linear-attention layer (all heads)."""
+    """Bytes of one request's state in one linear-attention layer or Mamba2 mixer (all heads)."""
+    mb = model.mamba
+    if mb is not None:
+        recurrent = mb.num_heads * mb.head_dim * mb.state_size * mb.state_bytes
+        return float(recurrent) + conv_state_bytes_per_layer(model)
     la = model.linear_attention
     if la is None:
         return 0.0
@@ -114,7 +193,11 @@ def state_bytes_per_layer(model: Model) -> float:
 
 def state_flops_per_token_layer(model: Model) -> float:
     """FLOPs of one token's recurrence in one linear-attention layer: the state's rank-1 update
-    and its read-out, 4 x value heads x key dim x value dim."""
+    and its read-out, 4 x value heads x key dim x value dim (Mamba2: 4 x heads x head_dim x
+    state_size)."""
+    mb = model.mamba
+    if mb is not None:
+        return 4.0 * mb.num_heads * mb.head_dim * mb.state_size
     la = model.linear_attention
     if la is None:
         return 0.0
@@ -156,13 +239,15 @@ def param_breakdown(model: Model) -> ParamBreakdown:
     embedding = float(model.vocab_size * h)
     lm_head = 0.0 if model.tie_word_embeddings else embedding
     linear = linear_attention_layers(model)
-    attention = (model.num_layers - linear) * attention_params_per_layer(
+    attention = attention_layers(model) * attention_params_per_layer(
         model
     ) + linear * linear_attention_params_per_layer(model)
-    gated_ffn = 3 * h  # gate, up and down projections per unit of FFN width
+    if model.mamba is not None:
+        attention += mamba_layers(model) * mamba_params_per_layer(model)
+    gated_ffn = ffn_matrices(model) * h  # gate (if gated), up and down per unit of FFN width
     moe = model.moe
     n_moe = moe_layer_count(model)
-    dense_ffn = float((model.num_layers - n_moe) * gated_ffn * model.intermediate_size)
+    dense_ffn = float(dense_ffn_layers(model) * gated_ffn * model.intermediate_size)
     if moe is None:
         return ParamBreakdown(embedding, lm_head, attention, dense_ffn, 0.0, 0.0, 0.0, 0.0)
     expert = gated_ffn * moe.expert_intermediate_size
@@ -216,8 +301,8 @@ def kv_bytes_per_sequence(
     array (vectorized over configurations).
     """
     per_token_layer = kv_elements_per_token_per_layer(model) * kv_bytes_per_element
-    linear = linear_attention_layers(model)
-    full_layers = model.num_layers - model.sliding_window_layers - linear
+    linear = state_layers(model)
+    full_layers = attention_layers(model) - model.sliding_window_layers
     tokens = np.asarray(context_tokens, dtype=np.float64)
     held = full_layers * tokens
     if model.sliding_window is not None and model.sliding_window_layers:
