@@ -4,7 +4,8 @@
   2 log2(n) latency hops (reduce-scatter then all-gather), plus a fixed cost per collective call
   (launch and synchronisation; the accelerator's fitted ``collective_overhead_us``).
 - Tensor parallel: two all-reduces per layer of the activations of the tokens in the step
-  (after attention, after the FFN).
+  (after attention, after the FFN); hybrid models of single-sublayer blocks (Nemotron-H) one per
+  block: after each mixer (attention or Mamba2) and after each FFN.
 - Data-parallel attention (dp > 1): attention outputs are all-reduced within tp; the FFN of every
   layer runs over all tp x dp devices of the stage, so the tokens of all dp ranks are gathered and
   the partial outputs scattered back: the cost of an all-reduce over tp x dp of the whole step.
@@ -148,7 +149,9 @@ class StageComm:
     """Communication of one stage step for one set of layouts: ``StageComm(...)(tokens)`` is the
     time of a step carrying ``tokens`` tokens (all dp ranks together).
 
-    ``dense_layers`` and ``moe_layers`` are the stage's layers of each kind (may be fractional);
+    ``dense_layers`` and ``moe_layers`` are the stage's FFNs of each kind (may be fractional),
+    ``mixer_layers`` its attention and state-space mixers (default: one per FFN, a layer of both;
+    hybrid single-sublayer blocks count them apart);
     ``domain`` is the scale-up domain in devices. Attention output: an all-reduce within each tp
     group over that rank's share of the tokens; dense FFN (and MoE without ep): over all tp x dp
     devices of the stage; MoE with ep > 1: dispatch + combine all-to-all, then a reduce inside
@@ -186,12 +189,13 @@ class StageComm:
         moe_layers: FloatArray,
         domain: FloatArray,
         link: Links,
+        mixer_layers: FloatArray | None = None,
     ) -> None:
         n = tp * dp
         self.n, self.dp, self.hidden = n, dp, hidden_size
         self.experts_per_token = experts_per_token
         self.dense_layers, self.moe_layers = dense_layers, moe_layers
-        self.layers = dense_layers + moe_layers
+        self.layers = dense_layers + moe_layers if mixer_layers is None else mixer_layers
         self._attention = _Hierarchical.of(tp, domain, link)
         self._ffn = _Hierarchical.of(n, domain, link)
         self.ep = np.maximum(ep, 1.0)
