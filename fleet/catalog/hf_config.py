@@ -13,7 +13,7 @@ prints, per config, the catalog model it matches (an alias candidate), or the fi
 differs from the nearest one (with ``--toml``, also the new architecture's fields in the
 catalog's TOML layout, to start a ``[[models]]`` entry from), or why the model cannot be
 described by the catalog's fields (state-space layers other than Nemotron-H's Mamba2 blocks, or
-Nemotron-H's latent MoE, for instance). Exit status 0 when every
+compressed sparse attention, for instance). Exit status 0 when every
 config matched.
 """
 
@@ -73,12 +73,6 @@ def describe(config: Mapping[str, Any]) -> Described:
     if odd:
         return Described(None, f"layer types {', '.join(odd)}: per-request state, not a KV cache")
     pattern = _block_pattern(c)
-    if pattern is not None and c.get("moe_latent_size"):
-        return Described(
-            None,
-            "latent MoE (moe_latent_size): routed experts work in a projected latent width, "
-            "which the catalog's MoE fields do not describe",
-        )
     if pattern is None and (
         c.get("hybrid_override_pattern") or c.get("ssm_state_size") or c.get("mamba_num_heads")
     ):
@@ -87,7 +81,10 @@ def describe(config: Mapping[str, Any]) -> Described:
         return Described(None, "compressed sparse attention (no MLA latent): not GQA or MLA KV")
     heads = int(c["num_attention_heads"])
     hidden = int(c["hidden_size"])
-    layers = int(c["num_hidden_layers"])
+    if pattern is not None and c.get("num_hidden_layers") is None:
+        layers = len(pattern)  # Nemotron 3 Ultra: layers_block_type alone counts the blocks
+    else:
+        layers = int(c["num_hidden_layers"])
     if pattern is not None and len(pattern) != layers:
         raise ValueError(f"hybrid pattern of {len(pattern)} blocks, num_hidden_layers {layers}")
     fields: Fields = {
@@ -232,6 +229,7 @@ def _moe(c: Mapping[str, Any]) -> Fields:
         "moe_layer_interval": int(
             _first(c, "interleave_moe_layer_step", "decoder_sparse_step", default=1)
         ),
+        "latent_size": int(c.get("moe_latent_size") or 0),
     }
     # No dense layer and no dense width in the config (Qwen3.5): the field holds the expert's.
     return {"intermediate_size": int(dense_width or expert_width), "moe": moe}

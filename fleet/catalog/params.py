@@ -25,7 +25,10 @@ heads x head_dim, B and C of n_groups x state_size each, one dt per head), the d
 convolution over x, B and C, and the output projection (its per-head A, D and dt bias and its
 gated norm are < 0.01% and not counted, like norms); its state per request is heads x head_dim x
 state_size at ``state_bytes`` plus the convolution's last ``conv_kernel - 1`` inputs of x, B and C
-at 2 bytes. Non-gated FFNs (``ffn_gated = false``, relu2) have 2 matrices instead of 3.
+at 2 bytes. Non-gated FFNs (``ffn_gated = false``, relu2) have 2 matrices instead of 3. A latent
+MoE (``Moe.latent_size``) adds the projections hidden -> latent and latent -> hidden per MoE
+layer, and its routed experts work in the latent width (router and shared experts in the
+hidden width).
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class ParamBreakdown:
     """The ``experts_per_token`` routed experts one token uses, over all MoE layers."""
     shared_experts: float
     router: float
+    latent_projections: float = 0.0
+    """A latent MoE's projections into and out of the experts' latent width, all MoE layers."""
 
     @property
     def total(self) -> float:
@@ -68,6 +73,7 @@ class ParamBreakdown:
             + self.routed_experts
             + self.shared_experts
             + self.router
+            + self.latent_projections
         )
 
     @property
@@ -250,7 +256,8 @@ def param_breakdown(model: Model) -> ParamBreakdown:
     dense_ffn = float(dense_ffn_layers(model) * gated_ffn * model.intermediate_size)
     if moe is None:
         return ParamBreakdown(embedding, lm_head, attention, dense_ffn, 0.0, 0.0, 0.0, 0.0)
-    expert = gated_ffn * moe.expert_intermediate_size
+    # a latent MoE's experts work in the latent width (Nemotron 3 Super/Ultra)
+    expert = ffn_matrices(model) * (moe.latent_size or h) * moe.expert_intermediate_size
     shared_width = moe.shared_expert_intermediate_size or moe.expert_intermediate_size
     return ParamBreakdown(
         embedding=embedding,
@@ -261,6 +268,7 @@ def param_breakdown(model: Model) -> ParamBreakdown:
         routed_experts_active=float(n_moe * moe.experts_per_token * expert),
         shared_experts=float(n_moe * moe.num_shared_experts * gated_ffn * shared_width),
         router=float(n_moe * h * moe.num_experts),
+        latent_projections=float(n_moe * 2 * h * moe.latent_size),
     )
 
 

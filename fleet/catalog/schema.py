@@ -304,6 +304,10 @@ class Moe(Frozen, frozen=True, kw_only=True):
     """Leading layers with a dense FFN (``first_k_dense_replace``)."""
     moe_layer_interval: PositiveInt = 1
     """Every n-th layer is MoE, the others dense (Llama-4 ``interleave_moe_layer_step``)."""
+    latent_size: NonNegativeInt = 0
+    """Latent MoE (Nemotron 3 Super/Ultra ``moe_latent_size``): each token is projected from the
+    hidden width to this width before the routed experts, which work in it, and back after
+    them; the router and the shared experts work in the hidden width. 0 = none."""
 
 
 class Model(Frozen, frozen=True, kw_only=True):

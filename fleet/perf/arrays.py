@@ -108,6 +108,9 @@ class ModelArrays:
     """Blocks with a mixer and no FFN (a ``block_pattern``'s M and * blocks; 0 otherwise)."""
     mixerless_layers: FloatArray
     """Blocks with an FFN and no mixer (a ``block_pattern``'s E and - blocks; 0 otherwise)."""
+    expert_width_ratio: FloatArray
+    """Width tokens reach the routed experts in over the hidden width: a latent MoE's latent
+    width (dispatch and combine move it), else 1."""
     layer_units: FloatArray
     """Layers as the fixed per-layer cost counts them: ``num_layers``, or for single-sublayer
     blocks half the blocks (a transformer layer is two sublayers, a mixer and an FFN)."""
@@ -319,7 +322,9 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "num_heads": model.num_attention_heads,
             "num_kv_heads": model.num_kv_heads,
             "is_mla": 1.0 if mla is not None else 0.0,
-            "replicated_params": b.attention + b.dense_ffn + b.shared_experts + b.router,
+            "replicated_params": (
+                b.attention + b.dense_ffn + b.shared_experts + b.router + b.latent_projections
+            ),
             "expert_params": b.routed_experts,
             "active_expert_fraction": (
                 moe.experts_per_token / moe.num_experts if moe is not None else 0.0
@@ -371,6 +376,11 @@ def _block_columns(model: Model) -> dict[str, float]:
         "ffnless_layers": float(pattern.count("M") + pattern.count("*")),
         "mixerless_layers": float(pattern.count("E") + pattern.count("-")),
         "layer_units": len(pattern) / 2.0 if pattern else float(model.num_layers),
+        "expert_width_ratio": (
+            model.moe.latent_size / model.hidden_size
+            if model.moe is not None and model.moe.latent_size
+            else 1.0
+        ),
     }
 
 

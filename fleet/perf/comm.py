@@ -11,7 +11,8 @@
   the partial outputs scattered back: the cost of an all-reduce over tp x dp of the whole step.
 - Expert parallel (ep > 1): MoE layers dispatch each token to its k experts and combine the
   results: two all-to-alls moving (ep-1)/ep of tokens x k x hidden bytes per device, two latency
-  hops; the tp x dp / ep devices sharing an expert group reduce their partial sums.
+  hops; the tp x dp / ep devices sharing an expert group reduce their partial sums. A latent MoE
+  (Nemotron 3 Super/Ultra) dispatches and combines in its latent width.
 - Across systems (a stage's tp x dp larger than the scale-up domain, ``domain`` devices each):
   collectives are hierarchical. An all-reduce is a reduce-scatter and all-gather inside each
   domain over the scale-up fabric plus an all-reduce of each device's 1/domain shard between the
@@ -151,7 +152,8 @@ class StageComm:
 
     ``dense_layers`` and ``moe_layers`` are the stage's FFNs of each kind (may be fractional),
     ``mixer_layers`` its attention and state-space mixers (default: one per FFN, a layer of both;
-    hybrid single-sublayer blocks count them apart);
+    hybrid single-sublayer blocks count them apart); ``expert_width_ratio`` the width tokens are
+    dispatched to the experts in over the hidden width (a latent MoE's latent width; 1 otherwise);
     ``domain`` is the scale-up domain in devices. Attention output: an all-reduce within each tp
     group over that rank's share of the tokens; dense FFN (and MoE without ep): over all tp x dp
     devices of the stage; MoE with ep > 1: dispatch + combine all-to-all, then a reduce inside
@@ -169,6 +171,7 @@ class StageComm:
         "dense_layers",
         "dp",
         "ep",
+        "expert_width_ratio",
         "experts_per_token",
         "has_ep",
         "hidden",
@@ -190,10 +193,12 @@ class StageComm:
         domain: FloatArray,
         link: Links,
         mixer_layers: FloatArray | None = None,
+        expert_width_ratio: FloatArray | float = 1.0,
     ) -> None:
         n = tp * dp
         self.n, self.dp, self.hidden = n, dp, hidden_size
         self.experts_per_token = experts_per_token
+        self.expert_width_ratio = expert_width_ratio
         self.dense_layers, self.moe_layers = dense_layers, moe_layers
         self.layers = dense_layers + moe_layers if mixer_layers is None else mixer_layers
         self._attention = _Hierarchical.of(tp, domain, link)
@@ -213,7 +218,7 @@ class StageComm:
         act = tokens * self.hidden * ACTIVATION_BYTES
         attention = self.layers * self._attention(act / self.dp)
         ffn_dense = self._ffn(act)
-        routed = act * self.experts_per_token
+        routed = act * self.expert_width_ratio * self.experts_per_token
         sent = (routed / self.n) * (self.ep - 1.0) / self.ep
         a2a = 2.0 * (sent * self._a2a_per_byte + self._a2a_fixed + self._call)
         moe_ep = a2a + self._group(routed / self.ep)

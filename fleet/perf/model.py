@@ -326,6 +326,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         dense_layers=dense_t,
         moe_layers=moe_t,
         mixer_layers=mixer_t,
+        expert_width_ratio=M.expert_width_ratio[m],
         domain=domain_i.astype(f),
         link=links,
     )

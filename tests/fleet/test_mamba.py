@@ -36,6 +36,8 @@ from fleet.perf.types import Problem
 
 NANO = "nemotron-3-nano-30b-a3b"
 H56 = "nemotron-h-56b"
+SUPER = "nemotron-3-super-120b-a12b"
+ULTRA = "nemotron-3-ultra-550b-a55b"
 CONFIGS = (
     Path(__file__).resolve().parents[2] / "build" / "aic" / "whl" / "aiconfigurator_core"
 ) / "model_configs"
@@ -243,9 +245,39 @@ def test_the_configs_are_read_field_by_field(catalog: Catalog) -> None:
     lightning = describe(_config("NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4")).fields
     assert lightning is not None
     assert differences(catalog.model(NANO), lightning) == ["mtp_layers: 0 -> 1"]
-    for latent in (
-        "NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
-        "NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
-    ):
-        d = describe(_config(latent))
-        assert d.fields is None and "latent MoE" in d.reason
+    # Ultra's config counts its blocks only in layers_block_type (no num_hidden_layers)
+    ultra = _config("NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16")
+    assert ultra.get("num_hidden_layers") is None
+    found = match(catalog, ultra).model
+    assert found is not None and found.id == ULTRA and found.num_layers == 108
+    super_moe = catalog.model(SUPER).moe
+    assert super_moe is not None and super_moe.latent_size == 1024
+
+
+def test_a_latent_moe_routes_in_its_latent_width(catalog: Catalog, arrays: CatalogArrays) -> None:
+    """Nemotron 3 Super: the routed experts work in the 1024-wide latent (2 x 1024 x 2688 each),
+    the router and the shared expert in the 4096-wide hidden width, and each MoE block adds the
+    projections 4096 -> 1024 -> 4096; under expert parallelism tokens are dispatched and
+    combined in the latent width."""
+    model = catalog.model(SUPER)
+    b = param_breakdown(model)
+    assert b.routed_experts == 40 * 512 * 2 * 1024 * 2688
+    assert b.shared_experts == 40 * 2 * 4096 * 5376
+    assert b.router == 40 * 4096 * 512
+    assert b.latent_projections == 40 * 2 * 4096 * 1024
+    assert b.total / 1e9 == pytest.approx(120.67, abs=0.01)  # NVIDIA: 120B total
+    assert active_params(model, "output_only") / 1e9 == pytest.approx(12.23, abs=0.01)  # 12B
+    M = arrays.models
+    i = M.ids.index(SUPER)
+    assert M.replicated_params[i] == b.attention + b.shared_experts + b.router + (
+        b.latent_projections
+    )
+    # dispatch + combine of a decode step at ep 8 move a quarter of what the hidden width would
+    configs = make_configs(catalog, model=SUPER, accelerator="b200", precision="fp8", tp=1,
+                           dp=8, ep=8, batch=512, isl=1000, osl=100)  # fmt: skip
+    wide = dataclasses.replace(
+        arrays, models=dataclasses.replace(M, expert_width_ratio=np.ones_like(M.num_layers))
+    )
+    latent, hidden = estimate(arrays, configs), estimate(wide, configs)
+    assert latent.problem[0] == Problem.OK
+    assert latent.step_comm_s[0] < hidden.step_comm_s[0]
