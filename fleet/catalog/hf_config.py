@@ -12,7 +12,8 @@ checkpoints share an architecture is checked field by field instead of guessed f
 prints, per config, the catalog model it matches (an alias candidate), or the fields where it
 differs from the nearest one (with ``--toml``, also the new architecture's fields in the
 catalog's TOML layout, to start a ``[[models]]`` entry from), or why the model cannot be
-described by the catalog's fields (state-space layers, for instance). Exit status 0 when every
+described by the catalog's fields (state-space layers other than Nemotron-H's Mamba2 blocks, or
+compressed sparse attention, for instance). Exit status 0 when every
 config matched.
 """
 
@@ -140,13 +141,21 @@ def describe(config: Mapping[str, Any]) -> Described:
     odd = sorted({t for t in layer_types if t in UNSUPPORTED_LAYER_TYPES})
     if odd:
         return Described(None, f"layer types {', '.join(odd)}: per-request state, not a KV cache")
-    if c.get("hybrid_override_pattern") or c.get("ssm_state_size") or c.get("mamba_num_heads"):
+    pattern = _block_pattern(c)
+    if pattern is None and (
+        c.get("hybrid_override_pattern") or c.get("ssm_state_size") or c.get("mamba_num_heads")
+    ):
         return Described(None, "state-space (Mamba) layers: per-request state, not a KV cache")
     if c.get("compress_ratios") or (c.get("index_n_heads") and not c.get("kv_lora_rank")):
         return Described(None, "compressed sparse attention (no MLA latent): not GQA or MLA KV")
     heads = _int(c, "num_attention_heads")
     hidden = _int(c, "hidden_size")
-    layers = _int(c, "num_hidden_layers")
+    if pattern is not None and c.get("num_hidden_layers") is None:
+        layers = len(pattern)  # Nemotron 3 Ultra: layers_block_type alone counts the blocks
+    else:
+        layers = _int(c, "num_hidden_layers")
+    if pattern is not None and len(pattern) != layers:
+        raise ValueError(f"hybrid pattern of {len(pattern)} blocks, num_hidden_layers {layers}")
     fields: Fields = {
         "num_layers": layers,
         "hidden_size": hidden,
@@ -158,6 +167,9 @@ def describe(config: Mapping[str, Any]) -> Described:
         ),
         "attention_output_gate": bool(c.get("attn_output_gate", False)),
         "linear_attention": _linear_attention(c, layer_types),
+        "block_pattern": pattern,
+        "mamba": _mamba(c) if pattern is not None and "M" in pattern else None,
+        "ffn_gated": str(c.get("mlp_hidden_act", "")) not in NON_GATED_ACTIVATIONS,
         "mtp_layers": int(
             _first(
                 c, "num_nextn_predict_layers", "num_mtp_modules", "mtp_num_hidden_layers", default=0
@@ -181,7 +193,9 @@ def describe(config: Mapping[str, Any]) -> Described:
         }
     else:
         fields["attention"] = "gqa"
-        fields["head_dim"] = int(_first(c, "head_dim", default=hidden // heads))
+        fields["head_dim"] = int(
+            _first(c, "head_dim", "attention_head_dim", default=hidden // heads)
+        )
         fields["mla"] = None
     fields.update(_moe(c))
     sliding = [t for t in layer_types if t == "sliding_attention"]
@@ -194,6 +208,39 @@ def describe(config: Mapping[str, Any]) -> Described:
         fields["sliding_window"] = int(c["attention_chunk_size"])
         fields["sliding_window_layers"] = layers - layers // LLAMA4_GLOBAL_EVERY
     return Described(fields)
+
+
+NON_GATED_ACTIVATIONS = frozenset({"relu2"})
+"""``mlp_hidden_act`` values of un-gated MLPs (up, down): Nemotron's squared ReLU."""
+BLOCK_TYPES = {"mamba": "M", "attention": "*", "moe": "E", "mlp": "-"}
+"""Nemotron-H ``layers_block_type`` names -> ``hybrid_override_pattern`` characters."""
+
+
+def _block_pattern(c: Mapping[str, Any]) -> str | None:
+    """A Nemotron-H hybrid's blocks as pattern characters (``hybrid_override_pattern``, or
+    ``layers_block_type`` in later configs); None for other models."""
+    if str(c.get("model_type", "")) != "nemotron_h":
+        return None
+    if c.get("hybrid_override_pattern"):
+        return str(c["hybrid_override_pattern"])
+    kinds = c.get("layers_block_type")
+    if not kinds:
+        return None
+    unknown = sorted({k for k in kinds if k not in BLOCK_TYPES})
+    if unknown:
+        raise ValueError(f"layers_block_type {', '.join(unknown)}")
+    return "".join(BLOCK_TYPES[k] for k in kinds)
+
+
+def _mamba(c: Mapping[str, Any]) -> Fields:
+    return {
+        "num_heads": int(c["mamba_num_heads"]),
+        "head_dim": int(c["mamba_head_dim"]),
+        "state_size": int(c["ssm_state_size"]),
+        "n_groups": int(c["n_groups"]),
+        "conv_kernel": int(c.get("conv_kernel", 4)),
+        "state_bytes": SSM_DTYPE_BYTES.get(str(c.get("mamba_ssm_cache_dtype", "float32")), 4),
+    }
 
 
 SSM_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -231,7 +278,13 @@ def _moe(c: Mapping[str, Any]) -> Fields:
     if str(c.get("model_type", "")).startswith("llama4"):
         shared = 1  # every Llama 4 MoE layer adds a shared expert of the routed experts' width
     shared_width = int(
-        _first(c, "shared_expert_intermediate_size", "shared_intermediate_size", default=0)
+        _first(
+            c,
+            "shared_expert_intermediate_size",
+            "shared_intermediate_size",
+            "moe_shared_expert_intermediate_size",
+            default=0,
+        )
     )
     if shared == 0 and shared_width > 0:
         shared = 1
@@ -245,6 +298,7 @@ def _moe(c: Mapping[str, Any]) -> Fields:
         "moe_layer_interval": int(
             _first(c, "interleave_moe_layer_step", "decoder_sparse_step", default=1)
         ),
+        "latent_size": int(c.get("moe_latent_size") or 0),
     }
     # No dense layer and no dense width in the config (Qwen3.5): the field holds the expert's.
     return {"intermediate_size": int(dense_width or expert_width), "moe": moe}
@@ -253,7 +307,7 @@ def _moe(c: Mapping[str, Any]) -> Fields:
 def catalog_fields(model: Model) -> Fields:
     """A catalog entry's architecture fields, in ``describe``'s form."""
     out: Fields = {name: getattr(model, name) for name in ARCHITECTURE_FIELDS}
-    for table in ("mla", "moe", "linear_attention"):
+    for table in ("mla", "moe", "linear_attention", "mamba"):
         value = out[table]
         out[table] = None if value is None else msgspec.structs.asdict(value)
     return out
@@ -299,7 +353,8 @@ def match(catalog: Catalog, config: Mapping[str, Any]) -> Match:
 
 def toml_fields(fields: Fields) -> str:
     """The architecture fields of a new ``[[models]]`` entry as TOML, in the catalog's layout
-    (``[models.linear_attention]``, ``[models.mla]`` and ``[models.moe]`` tables last); the entry's
+    (``[models.linear_attention]``, ``[models.mamba]``, ``[models.mla]`` and ``[models.moe]``
+    tables last); the entry's
     id, names, precision, published figures, quality and sources are the author's to add."""
 
     def value(v: Any) -> str:
@@ -312,17 +367,20 @@ def toml_fields(fields: Fields) -> str:
         "mtp_layers": 0,
         "sliding_window": None,
         "sliding_window_layers": 0,
+        "block_pattern": None,
+        "ffn_gated": True,
     }
     lines = []
     for name in (
         "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
         "intermediate_size", "vocab_size", "tie_word_embeddings", "attention",
         "attention_output_gate", "sliding_window", "sliding_window_layers", "mtp_layers",
+        "block_pattern", "ffn_gated",
     ):  # fmt: skip
         if name in defaults and fields.get(name) == defaults[name]:
             continue
         lines.append(f"{name} = {value(fields[name])}")
-    for table in ("linear_attention", "mla", "moe"):
+    for table in ("linear_attention", "mamba", "mla", "moe"):
         sub = fields.get(table)
         if sub:
             lines.append(f"[models.{table}]")

@@ -166,10 +166,34 @@ def _model_problem(model: Model) -> tuple[str, str] | None:
         return "linear_attention", "not combined with mla"
     if linear is not None and linear.num_value_heads % linear.num_key_heads:
         return "linear_attention.num_key_heads", "must divide num_value_heads"
+    hybrid = _hybrid_problem(model)
+    if hybrid is not None:
+        return hybrid
     if moe is not None and moe.experts_per_token > moe.num_experts:
         return "moe.experts_per_token", "exceeds num_experts"
     if moe is not None and moe.dense_layers >= model.num_layers:
         return "moe.dense_layers", "must be less than num_layers"
+    return None
+
+
+def _hybrid_problem(model: Model) -> tuple[str, str] | None:
+    """(field, problem) for a ``block_pattern`` / ``mamba`` pair that contradicts the model."""
+    pattern = model.block_pattern
+    if pattern is None:
+        return ("mamba", "needs a block_pattern with its M blocks") if model.mamba else None
+    if len(pattern) != model.num_layers:
+        return "block_pattern", f"has {len(pattern)} blocks, num_layers is {model.num_layers}"
+    if ("M" in pattern) != (model.mamba is not None):
+        return "mamba", "set exactly when block_pattern has M blocks"
+    if ("E" in pattern) != (model.moe is not None):
+        return "moe", "set exactly when block_pattern has E blocks"
+    if "*" not in pattern:
+        return "block_pattern", "has no attention (*) block"
+    if model.linear_attention is not None or model.mla is not None or model.sliding_window_layers:
+        return "block_pattern", "not combined with linear_attention, mla or sliding windows"
+    moe = model.moe
+    if moe is not None and (moe.dense_layers or moe.moe_layer_interval != 1):
+        return "moe", "a block_pattern places the MoE blocks (no dense_layers or interval)"
     return None
 
 

@@ -17,6 +17,18 @@ KV cache but a fixed state per request: value heads x key dim x value dim of rec
 plus the convolution's last ``conv_kernel - 1`` inputs (``state_bytes_per_layer``); their
 weights are the q/k/v/z input projection, the b/a gate projection, the depthwise convolution and
 the output projection.
+
+Hybrid models with a ``block_pattern`` (Nemotron-H) count blocks instead of layers: ``*`` blocks
+are attention, ``M`` blocks Mamba2 mixers, ``E`` blocks MoE FFNs, ``-`` blocks dense FFNs, each
+one sublayer. A Mamba2 mixer's weights are its input projection (hidden -> z, x of the inner width
+heads x head_dim, B and C of n_groups x state_size each, one dt per head), the depthwise
+convolution over x, B and C, and the output projection (its per-head A, D and dt bias and its
+gated norm are < 0.01% and not counted, like norms); its state per request is heads x head_dim x
+state_size at ``state_bytes`` plus the convolution's last ``conv_kernel - 1`` inputs of x, B and C
+at 2 bytes. Non-gated FFNs (``ffn_gated = false``, relu2) have 2 matrices instead of 3. A latent
+MoE (``Moe.latent_size``) adds the projections hidden -> latent and latent -> hidden per MoE
+layer, and its routed experts work in the latent width (router and shared experts in the
+hidden width).
 """
 
 from __future__ import annotations
@@ -48,6 +60,8 @@ class ParamBreakdown:
     """The ``experts_per_token`` routed experts one token uses, over all MoE layers."""
     shared_experts: float
     router: float
+    latent_projections: float = 0.0
+    """A latent MoE's projections into and out of the experts' latent width, all MoE layers."""
 
     @property
     def total(self) -> float:
@@ -59,6 +73,7 @@ class ParamBreakdown:
             + self.routed_experts
             + self.shared_experts
             + self.router
+            + self.latent_projections
         )
 
     @property
@@ -72,11 +87,19 @@ class ParamBreakdown:
         return self.total - self.routed_experts
 
 
+def _blocks(model: Model, kind: str) -> int:
+    """Blocks of ``kind`` (a ``block_pattern`` character); 0 without a pattern."""
+    return model.block_pattern.count(kind) if model.block_pattern is not None else 0
+
+
 def moe_layer_count(model: Model) -> int:
-    """Layers with an MoE FFN: after ``dense_layers``, every ``moe_layer_interval``-th layer."""
+    """Layers with an MoE FFN: after ``dense_layers``, every ``moe_layer_interval``-th layer
+    (hybrid models: the ``E`` blocks)."""
     moe = model.moe
     if moe is None:
         return 0
+    if model.block_pattern is not None:
+        return _blocks(model, "E")
     return sum(
         1
         for i in range(moe.dense_layers, model.num_layers)
@@ -87,6 +110,64 @@ def moe_layer_count(model: Model) -> int:
 def linear_attention_layers(model: Model) -> int:
     """Layers with a linear-attention block (no KV cache)."""
     return model.linear_attention.layers if model.linear_attention is not None else 0
+
+
+def mamba_layers(model: Model) -> int:
+    """Blocks with a Mamba2 mixer."""
+    return _blocks(model, "M") if model.mamba is not None else 0
+
+
+def state_layers(model: Model) -> int:
+    """Layers (blocks) keeping a fixed per-request state instead of a KV cache: linear attention
+    and Mamba2 mixers."""
+    return linear_attention_layers(model) + mamba_layers(model)
+
+
+def attention_layers(model: Model) -> int:
+    """Layers (blocks) with softmax attention over a KV cache, sliding-window ones included."""
+    if model.block_pattern is not None:
+        return _blocks(model, "*")
+    return model.num_layers - linear_attention_layers(model)
+
+
+def dense_ffn_layers(model: Model) -> int:
+    """Layers (blocks) with a dense FFN."""
+    if model.block_pattern is not None:
+        return _blocks(model, "-")
+    return model.num_layers - moe_layer_count(model)
+
+
+def ffn_matrices(model: Model) -> int:
+    """Weight matrices per unit of FFN width: gate, up, down (3), or up, down (2) un-gated."""
+    return 3 if model.ffn_gated else 2
+
+
+def mamba_params_per_layer(model: Model) -> float:
+    """Weights of one Mamba2 mixer: in_proj (z, x, B, C, dt), conv1d, out_proj."""
+    mb = model.mamba
+    if mb is None:
+        return 0.0
+    h = model.hidden_size
+    inner = mb.num_heads * mb.head_dim
+    bc = 2 * mb.n_groups * mb.state_size
+    in_proj = h * (2 * inner + bc + mb.num_heads)
+    conv = (inner + bc) * mb.conv_kernel
+    return float(in_proj + conv + inner * h)
+
+
+def mamba_conv_channels(model: Model) -> int:
+    """Channels of a Mamba2 mixer's causal convolution (x, B and C): its window's width."""
+    mb = model.mamba
+    return 0 if mb is None else mb.num_heads * mb.head_dim + 2 * mb.n_groups * mb.state_size
+
+
+def conv_state_bytes_per_layer(model: Model) -> float:
+    """Of ``state_bytes_per_layer``, a Mamba2 mixer's convolution window (2 bytes); 0 for linear
+    attention, whose window is counted with its recurrent state."""
+    mb = model.mamba
+    if mb is None:
+        return 0.0
+    return float(mamba_conv_channels(model) * (mb.conv_kernel - 1) * 2)
 
 
 def linear_attention_params_per_layer(model: Model) -> float:
@@ -103,7 +184,11 @@ def linear_attention_params_per_layer(model: Model) -> float:
 
 
 def state_bytes_per_layer(model: Model) -> float:
-    """Bytes of one request's state in one linear-attention layer (all heads)."""
+    """Bytes of one request's state in one linear-attention layer or Mamba2 mixer (all heads)."""
+    mb = model.mamba
+    if mb is not None:
+        recurrent = mb.num_heads * mb.head_dim * mb.state_size * mb.state_bytes
+        return float(recurrent) + conv_state_bytes_per_layer(model)
     la = model.linear_attention
     if la is None:
         return 0.0
@@ -114,7 +199,11 @@ def state_bytes_per_layer(model: Model) -> float:
 
 def state_flops_per_token_layer(model: Model) -> float:
     """FLOPs of one token's recurrence in one linear-attention layer: the state's rank-1 update
-    and its read-out, 4 x value heads x key dim x value dim."""
+    and its read-out, 4 x value heads x key dim x value dim (Mamba2: 4 x heads x head_dim x
+    state_size)."""
+    mb = model.mamba
+    if mb is not None:
+        return 4.0 * mb.num_heads * mb.head_dim * mb.state_size
     la = model.linear_attention
     if la is None:
         return 0.0
@@ -156,16 +245,19 @@ def param_breakdown(model: Model) -> ParamBreakdown:
     embedding = float(model.vocab_size * h)
     lm_head = 0.0 if model.tie_word_embeddings else embedding
     linear = linear_attention_layers(model)
-    attention = (model.num_layers - linear) * attention_params_per_layer(
+    attention = attention_layers(model) * attention_params_per_layer(
         model
     ) + linear * linear_attention_params_per_layer(model)
-    gated_ffn = 3 * h  # gate, up and down projections per unit of FFN width
+    if model.mamba is not None:
+        attention += mamba_layers(model) * mamba_params_per_layer(model)
+    gated_ffn = ffn_matrices(model) * h  # gate (if gated), up and down per unit of FFN width
     moe = model.moe
     n_moe = moe_layer_count(model)
-    dense_ffn = float((model.num_layers - n_moe) * gated_ffn * model.intermediate_size)
+    dense_ffn = float(dense_ffn_layers(model) * gated_ffn * model.intermediate_size)
     if moe is None:
         return ParamBreakdown(embedding, lm_head, attention, dense_ffn, 0.0, 0.0, 0.0, 0.0)
-    expert = gated_ffn * moe.expert_intermediate_size
+    # a latent MoE's experts work in the latent width (Nemotron 3 Super/Ultra)
+    expert = ffn_matrices(model) * (moe.latent_size or h) * moe.expert_intermediate_size
     shared_width = moe.shared_expert_intermediate_size or moe.expert_intermediate_size
     return ParamBreakdown(
         embedding=embedding,
@@ -176,6 +268,7 @@ def param_breakdown(model: Model) -> ParamBreakdown:
         routed_experts_active=float(n_moe * moe.experts_per_token * expert),
         shared_experts=float(n_moe * moe.num_shared_experts * gated_ffn * shared_width),
         router=float(n_moe * h * moe.num_experts),
+        latent_projections=float(n_moe * 2 * h * moe.latent_size),
     )
 
 
@@ -216,8 +309,8 @@ def kv_bytes_per_sequence(
     array (vectorized over configurations).
     """
     per_token_layer = kv_elements_per_token_per_layer(model) * kv_bytes_per_element
-    linear = linear_attention_layers(model)
-    full_layers = model.num_layers - model.sliding_window_layers - linear
+    linear = state_layers(model)
+    full_layers = attention_layers(model) - model.sliding_window_layers
     tokens = np.asarray(context_tokens, dtype=np.float64)
     held = full_layers * tokens
     if model.sliding_window is not None and model.sliding_window_layers:

@@ -164,6 +164,13 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     state_prefill_flops_fraction: PositiveFloat | None = None
     """Linear-attention prefill: the chunked scan's state update and read-out FLOPs per token
     (4 x value heads x key dim x value dim) as a fraction of the BF16 peak."""
+    mamba_conv_bandwidth_fraction: PositiveFloat | None = None
+    """Mamba2 decode: each stream's convolution window (conv_kernel - 1 inputs of x, B and C,
+    BF16) read and written back by the causal-conv update kernel, as a fraction of HBM
+    bandwidth."""
+    mamba_conv_prefill_bandwidth_fraction: PositiveFloat | None = None
+    """Mamba2 prefill: the causal convolution over a prompt's x, B and C channels (each read
+    and written once, BF16), as a fraction of HBM bandwidth."""
 
 
 class Accelerator(Frozen, frozen=True, kw_only=True):
@@ -277,6 +284,29 @@ class LinearAttention(Frozen, frozen=True, kw_only=True):
     another ``mamba_ssm_dtype``); the convolution window is kept at 2 bytes (model dtype)."""
 
 
+class Mamba2(Frozen, frozen=True, kw_only=True):
+    """Mamba2 (state-space) mixers of a hybrid model (NVIDIA Nemotron-H): each keeps a fixed
+    state per request, ``num_heads x head_dim x state_size`` of recurrent state plus the last
+    ``conv_kernel - 1`` inputs of its causal convolution, instead of a KV cache."""
+
+    num_heads: PositiveInt
+    """``mamba_num_heads``; the mixer's inner width is num_heads x head_dim."""
+    head_dim: PositiveInt
+    state_size: PositiveInt
+    """``ssm_state_size`` (d_state)."""
+    n_groups: PositiveInt
+    """Groups sharing one B and C projection of ``state_size`` each (``n_groups``)."""
+    conv_kernel: PositiveInt = 4
+    state_bytes: PositiveInt = 4
+    """Bytes per element of the recurrent state as served (``mamba_ssm_cache_dtype``, float32
+    by default); the convolution window is kept at 2 bytes (model dtype)."""
+
+
+BlockPattern = Annotated[str, Meta(pattern=r"^[M*E\-]+$", max_length=1024)]
+"""One character per block of a hybrid model (Nemotron-H ``hybrid_override_pattern``):
+``M`` Mamba2 mixer, ``*`` attention, ``E`` MoE FFN, ``-`` dense FFN."""
+
+
 class Moe(Frozen, frozen=True, kw_only=True):
     num_experts: PositiveInt
     experts_per_token: PositiveInt
@@ -288,6 +318,10 @@ class Moe(Frozen, frozen=True, kw_only=True):
     """Leading layers with a dense FFN (``first_k_dense_replace``)."""
     moe_layer_interval: PositiveInt = 1
     """Every n-th layer is MoE, the others dense (Llama-4 ``interleave_moe_layer_step``)."""
+    latent_size: NonNegativeInt = 0
+    """Latent MoE (Nemotron 3 Super/Ultra ``moe_latent_size``): each token is projected from the
+    hidden width to this width before the routed experts, which work in it, and back after
+    them; the router and the shared experts work in the hidden width. 0 = none."""
 
 
 class Model(Frozen, frozen=True, kw_only=True):
@@ -314,6 +348,16 @@ class Model(Frozen, frozen=True, kw_only=True):
     """Layers whose KV cache holds only the last ``sliding_window`` tokens."""
     linear_attention: LinearAttention | None = None
     """Linear-attention layers with a per-request state (the other layers attend as above)."""
+    block_pattern: BlockPattern | None = None
+    """Hybrid models whose blocks are single sublayers (Nemotron-H): a mixer (``M``, ``*``)
+    without an FFN or an FFN (``E``, ``-``) without a mixer, each residual with its own norm and
+    one tensor-parallel all-reduce; ``num_layers`` then counts blocks. None = every layer is
+    attention (or linear attention) followed by an FFN."""
+    mamba: Mamba2 | None = None
+    """The ``M`` blocks' Mamba2 mixers (with ``block_pattern``)."""
+    ffn_gated: bool = True
+    """FFNs (dense and experts) are gated, 3 matrices (gate, up, down); False: 2 (up, down),
+    as Nemotron-H's relu2 MLPs."""
     attention_output_gate: bool = False
     """The attention layers' q projection also yields a sigmoid gate on the output (Qwen3.5
     ``attn_output_gate``): twice the q width."""
@@ -352,6 +396,9 @@ ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
         "linear_attention",
         "attention_output_gate",
         "mtp_layers",
+        "block_pattern",
+        "mamba",
+        "ffn_gated",
     }
 )
 """Model fields read from the model's config.json, cited together as ``sources.architecture``."""

@@ -16,21 +16,24 @@ components shard differently (docs/performance-model.md):
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from fleet.catalog import FOUR_BIT, PRECISIONS, Catalog
+from fleet.catalog import FOUR_BIT, PRECISIONS, Catalog, Model
 from fleet.catalog.params import (
     attention_params_per_layer,
+    conv_state_bytes_per_layer,
     kv_elements_per_token_per_layer,
-    linear_attention_layers,
+    mamba_conv_channels,
     moe_layer_count,
     param_breakdown,
     state_bytes_per_layer,
     state_flops_per_token_layer,
+    state_layers,
 )
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.transfer import resolve_efficiency
@@ -85,12 +88,32 @@ class ModelArrays:
     """Indexer scoring FLOPs per query token, context token and layer (0 without top-k)."""
     attention_params_per_layer: FloatArray
     linear_layers: FloatArray
-    """Linear-attention (Gated DeltaNet) layers: a fixed state per stream, no KV cache."""
+    """Layers with a fixed state per stream and no KV cache: linear attention (Gated DeltaNet)
+    and Mamba2 mixers."""
     state_bytes_per_layer: FloatArray
     """One stream's state in one such layer, all heads (read and written every decode step)."""
     state_flops_per_token_layer: FloatArray
     """FLOPs of one token's recurrence in one such layer (the state's rank-1 update and its
-    read-out: 4 x value heads x key dim x value dim)."""
+    read-out: 4 x value heads x key dim x value dim; Mamba2: 4 x heads x head_dim x state)."""
+    is_mamba: FloatArray
+    """1.0 when the state layers are Mamba2 mixers (their kernels' own measured rates)."""
+    conv_state_bytes_per_layer: FloatArray
+    """Of ``state_bytes_per_layer``, a Mamba2 mixer's convolution window (0 otherwise)."""
+    conv_bytes_per_token_layer: FloatArray
+    """A Mamba2 mixer's causal convolution in prefill: each token's x, B and C channels read
+    and written once, BF16 (0 otherwise)."""
+    state_split_heads: FloatArray
+    """Heads and groups a Mamba2 mixer splits over tp: tp must divide it (0 = no constraint)."""
+    ffnless_layers: FloatArray
+    """Blocks with a mixer and no FFN (a ``block_pattern``'s M and * blocks; 0 otherwise)."""
+    mixerless_layers: FloatArray
+    """Blocks with an FFN and no mixer (a ``block_pattern``'s E and - blocks; 0 otherwise)."""
+    expert_width_ratio: FloatArray
+    """Width tokens reach the routed experts in over the hidden width: a latent MoE's latent
+    width (dispatch and combine move it), else 1."""
+    layer_units: FloatArray
+    """Layers as the fixed per-layer cost counts them: ``num_layers``, or for single-sublayer
+    blocks half the blocks (a transformer layer is two sublayers, a mixer and an FFN)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +152,12 @@ class AcceleratorArrays:
     fraction of HBM bandwidth (``transfer.ResolvedEfficiency``)."""
     state_prefill_flops_fraction: FloatArray
     """Fraction of the BF16 peak a linear-attention layer's prefill scan reaches."""
+    mamba_conv_bandwidth_fraction: FloatArray
+    """A Mamba2 mixer's convolution window, read and written back each decode step (its
+    causal-conv update kernel), as a fraction of HBM bandwidth."""
+    mamba_conv_prefill_bandwidth_fraction: FloatArray
+    """A Mamba2 mixer's causal convolution over a prefill's tokens, as a fraction of HBM
+    bandwidth."""
     step_overhead_s: FloatArray
     layer_overhead_s: FloatArray
     """Fixed cost per layer per step (kernel launches and synchronisation of its kernels)."""
@@ -293,7 +322,9 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "num_heads": model.num_attention_heads,
             "num_kv_heads": model.num_kv_heads,
             "is_mla": 1.0 if mla is not None else 0.0,
-            "replicated_params": b.attention + b.dense_ffn + b.shared_experts + b.router,
+            "replicated_params": (
+                b.attention + b.dense_ffn + b.shared_experts + b.router + b.latent_projections
+            ),
             "expert_params": b.routed_experts,
             "active_expert_fraction": (
                 moe.experts_per_token / moe.num_experts if moe is not None else 0.0
@@ -317,9 +348,10 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "index_elements_per_token_layer": index_dim,
             "index_flops_per_token_ctx_layer": index_flops,
             "attention_params_per_layer": attention_params_per_layer(model),
-            "linear_layers": linear_attention_layers(model),
+            "linear_layers": state_layers(model),
             "state_bytes_per_layer": state_bytes_per_layer(model),
             "state_flops_per_token_layer": state_flops_per_token_layer(model),
+            **_block_columns(model),
         }
         for key, value in row.items():
             rows[key].append(value)
@@ -330,6 +362,26 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
         if k != "ids"
     }
     return ModelArrays(ids=tuple(catalog.models), **columns)
+
+
+def _block_columns(model: Model) -> dict[str, float]:
+    """The Mamba2 and single-sublayer-block columns of one model's row."""
+    pattern = model.block_pattern or ""
+    mb = model.mamba
+    return {
+        "is_mamba": 1.0 if mb is not None else 0.0,
+        "conv_state_bytes_per_layer": conv_state_bytes_per_layer(model),
+        "conv_bytes_per_token_layer": 2.0 * 2.0 * mamba_conv_channels(model),
+        "state_split_heads": float(math.gcd(mb.num_heads, mb.n_groups)) if mb else 0.0,
+        "ffnless_layers": float(pattern.count("M") + pattern.count("*")),
+        "mixerless_layers": float(pattern.count("E") + pattern.count("-")),
+        "layer_units": len(pattern) / 2.0 if pattern else float(model.num_layers),
+        "expert_width_ratio": (
+            model.moe.latent_size / model.hidden_size
+            if model.moe is not None and model.moe.latent_size
+            else 1.0
+        ),
+    }
 
 
 def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
@@ -377,6 +429,10 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         prefill_attention_flops_fraction=col(lambda a: eff[a.id].prefill_attention_flops_fraction),
         state_bandwidth_fraction=col(lambda a: eff[a.id].state_bandwidth_fraction),
         state_prefill_flops_fraction=col(lambda a: eff[a.id].state_prefill_flops_fraction),
+        mamba_conv_bandwidth_fraction=col(lambda a: eff[a.id].mamba_conv_bandwidth_fraction),
+        mamba_conv_prefill_bandwidth_fraction=col(
+            lambda a: eff[a.id].mamba_conv_prefill_bandwidth_fraction
+        ),
         step_overhead_s=col(lambda a: eff[a.id].step_overhead_us * 1e-6),
         layer_overhead_s=col(lambda a: eff[a.id].layer_overhead_us * 1e-6),
         link_fraction=col(lambda a: eff[a.id].link_bandwidth_fraction),

@@ -4,13 +4,15 @@
   2 log2(n) latency hops (reduce-scatter then all-gather), plus a fixed cost per collective call
   (launch and synchronisation; the accelerator's fitted ``collective_overhead_us``).
 - Tensor parallel: two all-reduces per layer of the activations of the tokens in the step
-  (after attention, after the FFN).
+  (after attention, after the FFN); hybrid models of single-sublayer blocks (Nemotron-H) one per
+  block: after each mixer (attention or Mamba2) and after each FFN.
 - Data-parallel attention (dp > 1): attention outputs are all-reduced within tp; the FFN of every
   layer runs over all tp x dp devices of the stage, so the tokens of all dp ranks are gathered and
   the partial outputs scattered back: the cost of an all-reduce over tp x dp of the whole step.
 - Expert parallel (ep > 1): MoE layers dispatch each token to its k experts and combine the
   results: two all-to-alls moving (ep-1)/ep of tokens x k x hidden bytes per device, two latency
-  hops; the tp x dp / ep devices sharing an expert group reduce their partial sums.
+  hops; the tp x dp / ep devices sharing an expert group reduce their partial sums. A latent MoE
+  (Nemotron 3 Super/Ultra) dispatches and combines in its latent width.
 - Across systems (a stage's tp x dp larger than the scale-up domain, ``domain`` devices each):
   collectives are hierarchical. An all-reduce is a reduce-scatter and all-gather inside each
   domain over the scale-up fabric plus an all-reduce of each device's 1/domain shard between the
@@ -148,7 +150,10 @@ class StageComm:
     """Communication of one stage step for one set of layouts: ``StageComm(...)(tokens)`` is the
     time of a step carrying ``tokens`` tokens (all dp ranks together).
 
-    ``dense_layers`` and ``moe_layers`` are the stage's layers of each kind (may be fractional);
+    ``dense_layers`` and ``moe_layers`` are the stage's FFNs of each kind (may be fractional),
+    ``mixer_layers`` its attention and state-space mixers (default: one per FFN, a layer of both;
+    hybrid single-sublayer blocks count them apart); ``expert_width_ratio`` the width tokens are
+    dispatched to the experts in over the hidden width (a latent MoE's latent width; 1 otherwise);
     ``domain`` is the scale-up domain in devices. Attention output: an all-reduce within each tp
     group over that rank's share of the tokens; dense FFN (and MoE without ep): over all tp x dp
     devices of the stage; MoE with ep > 1: dispatch + combine all-to-all, then a reduce inside
@@ -166,6 +171,7 @@ class StageComm:
         "dense_layers",
         "dp",
         "ep",
+        "expert_width_ratio",
         "experts_per_token",
         "has_ep",
         "hidden",
@@ -186,12 +192,15 @@ class StageComm:
         moe_layers: FloatArray,
         domain: FloatArray,
         link: Links,
+        mixer_layers: FloatArray | None = None,
+        expert_width_ratio: FloatArray | float = 1.0,
     ) -> None:
         n = tp * dp
         self.n, self.dp, self.hidden = n, dp, hidden_size
         self.experts_per_token = experts_per_token
+        self.expert_width_ratio = expert_width_ratio
         self.dense_layers, self.moe_layers = dense_layers, moe_layers
-        self.layers = dense_layers + moe_layers
+        self.layers = dense_layers + moe_layers if mixer_layers is None else mixer_layers
         self._attention = _Hierarchical.of(tp, domain, link)
         self._ffn = _Hierarchical.of(n, domain, link)
         self.ep = np.maximum(ep, 1.0)
@@ -209,7 +218,7 @@ class StageComm:
         act = tokens * self.hidden * ACTIVATION_BYTES
         attention = self.layers * self._attention(act / self.dp)
         ffn_dense = self._ffn(act)
-        routed = act * self.experts_per_token
+        routed = act * self.expert_width_ratio * self.experts_per_token
         sent = (routed / self.n) * (self.ep - 1.0) / self.ep
         a2a = 2.0 * (sent * self._a2a_per_byte + self._a2a_fixed + self._call)
         moe_ep = a2a + self._group(routed / self.ep)

@@ -179,12 +179,12 @@ def _systems(replicas: IntArray, devices: IntArray, per_system: IntArray) -> Int
 
 def kv_transfer_bytes(arrays: CatalogArrays, configs: Configs) -> FloatArray:
     """KV cache bytes of one request's whole prompt (all layers, all heads), with the state of
-    its linear-attention layers."""
+    its linear-attention layers and Mamba2 mixers."""
     m = arrays.models
     model = configs.model
     sliding = m.sliding_layers[model]
     linear = m.linear_layers[model]
-    full = m.num_layers[model] - sliding - linear
+    full = m.num_layers[model] - sliding - linear - m.mixerless_layers[model]
     tokens = kv_tokens_held(configs.isl.astype(np.float64), full, sliding, m.sliding_window[model])
     kv = tokens * m.kv_elements_per_token_layer[model] * _BYTES[configs.kv_precision]
     return kv + linear * m.state_bytes_per_layer[model]

@@ -46,6 +46,7 @@ others produce no configuration, so their smaller weights must not size the pipe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -102,10 +103,15 @@ def layouts(
     acc = catalog.accelerator(system.accelerator)
     domain = system.scale_up_domain_devices
     heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+    # a Mamba2 mixer splits its heads and B/C groups over tp (the model's BAD_LAYOUT rule)
+    mamba = model.mamba
+    split = math.gcd(mamba.num_heads, mamba.n_groups) if mamba is not None else 0
     tps = [
         t
         for t in _powers_of_two(domain)
-        if heads % t == 0 and (model.mla is not None or kv_heads % t == 0 or t % kv_heads == 0)
+        if heads % t == 0
+        and (model.mla is not None or kv_heads % t == 0 or t % kv_heads == 0)
+        and (split == 0 or split % t == 0)
     ]
     moe = model.moe
     usable = USABLE_FRACTION * acc.memory_bytes

@@ -15,6 +15,8 @@ Per accelerator with tables (``kernel_tables.SYSTEMS``), against the catalog's d
 - MoE (grouped GEMM of one rank's experts, balanced routing), per expert dtype: latency =
   roof(2 x pairs x expert params / (peak x f_flops), touched experts' bytes / (bw x f_bw)) + c
   (``kernel_tables.moe``); the weight-streaming fraction is what the model charges experts at;
+- linear attention (Gated DeltaNet) and Mamba2's causal convolution: work / (rate x f) + c
+  (``fit_gdn_state``, ``fit_gdn_prefill``, ``fit_mamba_conv``);
 - all-reduce and all-to-all: latency = v (n-1)/n x bytes / (link x f_link) + 2 log2(n) x h + c,
   v = 2 for all-reduce (reduce-scatter + all-gather), 1 for all-to-all; the small-message
   latency of a call on n devices is 2 log2(n) x h + c.
@@ -40,6 +42,7 @@ from scipy.optimize import least_squares
 from fleet.catalog import Accelerator, load_catalog
 from fleet.perf import kernel_parts as kp
 from fleet.perf import kernel_tables as kt
+from fleet.perf import mamba_tables as mt
 from fleet.perf.model import ROOF_SHARPNESS
 from fleet.perf.types import FloatArray
 
@@ -249,6 +252,18 @@ def fit_gdn_prefill(data: Path, acc: Accelerator) -> KernelFit:
     return _rate_and_call(acc, "linear-attention prefill", samples, peak, True, 0.05, bounds)
 
 
+def fit_mamba_conv(data: Path, acc: Accelerator) -> list[KernelFit]:
+    """Mamba2's causal convolution, decode (window read and written back) and prefill (every
+    token's channels in and out): bytes over HBM plus a call cost (``mamba_tables``)."""
+    bw = acc.memory_bandwidth_bytes_per_s
+    bounds = ((0.001, 0.0), (4.0, 2000.0))
+    decode, prefill = mt.conv_decode(data, acc.id), mt.conv_prefill(data, acc.id)
+    return [
+        _rate_and_call(acc, "mamba2 conv decode", decode, bw, False, 0.5, bounds),
+        _rate_and_call(acc, "mamba2 conv prefill", prefill, bw, False, 0.5, bounds),
+    ]
+
+
 def fit_context_attention(data: Path, acc: Accelerator) -> KernelFit:
     peak = (acc.peak_tflops.get("bf16") or 0.0) * 1e12
     samples = kt.context_attention(data, acc.id)
@@ -306,6 +321,8 @@ def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
     fits += [fit_all_reduce(data, acc), fit_all_to_all(data, acc)]
     if have["gdn"]:
         fits += [fit_gdn_state(data, acc), fit_gdn_prefill(data, acc)]
+    if have["mamba"]:
+        fits += fit_mamba_conv(data, acc)
     return fits
 
 
@@ -351,6 +368,10 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
         "all_reduce_call_us_4": call_latency_us(by["all-reduce"], 4.0),
         "state_bandwidth_fraction": by["linear-attention state"].params["bandwidth_fraction"],
         "state_prefill_flops_fraction": by["linear-attention prefill"].params["flops_fraction"],
+        "mamba_conv_bandwidth_fraction": by["mamba2 conv decode"].params["bandwidth_fraction"],
+        "mamba_conv_prefill_bandwidth_fraction": (
+            by["mamba2 conv prefill"].params["bandwidth_fraction"]
+        ),
     }
     if "gemm fp4" in by:
         out["gemm_flops_fraction.fp4"] = by["gemm fp4 compute"].params["flops_fraction"]

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from fleet.perf import kernel_tables as kt
+from fleet.perf.mamba_tables import MAMBA2_TABLE
 
 
 class Fitted(Protocol):
@@ -43,10 +44,10 @@ def available(data: Path, accelerator: str) -> dict[str, frozenset[str]]:
     """What the part's tables hold, by kernel: our dtype names of the GEMM (``"gemm"``), MoE
     (``"moe"``: balanced rows of ``kernel_tables.MOE_KERNELS``) and decode-attention
     (``"attention"``: KV dtypes of the full-context torch-flow rows) tables, and ``{"present"}``
-    for the context attention, all-reduce, all-to-all and linear-attention (``"gdn"``) tables
-    that exist. A table the package lacks on a part (A100: no balanced MoE rows, no FP8 of any
-    kernel, no linear-attention table at TensorRT-LLM 1.0.0) is empty here, so the fit skips
-    it."""
+    for the context attention, all-reduce, all-to-all, linear-attention (``"gdn"``) and Mamba2
+    (``"mamba"``) tables that exist. A table the package lacks on a part (A100: no balanced MoE
+    rows, no FP8 of any kernel, no linear-attention or Mamba2 table at TensorRT-LLM 1.0.0) is
+    empty here, so the fit skips it."""
 
     def read(table: str, column: str, keep: pl.Expr | None = None) -> frozenset[str]:
         path = kt.table_path(data, accelerator, table)
@@ -79,6 +80,7 @@ def available(data: Path, accelerator: str) -> dict[str, frozenset[str]]:
         "all-reduce": present(kt.ALLREDUCE_TABLE),
         "all-to-all": present(kt.NCCL_TABLE),
         "gdn": present(kt.GDN_TABLE),
+        "mamba": present(MAMBA2_TABLE),
     }
 
 
@@ -129,5 +131,10 @@ def partial_figures(
         out["state_bandwidth_fraction"] = by["linear-attention state"].params["bandwidth_fraction"]
         out["state_prefill_flops_fraction"] = by["linear-attention prefill"].params[
             "flops_fraction"
+        ]
+    if "mamba2 conv decode" in by:
+        out["mamba_conv_bandwidth_fraction"] = by["mamba2 conv decode"].params["bandwidth_fraction"]
+        out["mamba_conv_prefill_bandwidth_fraction"] = by["mamba2 conv prefill"].params[
+            "bandwidth_fraction"
         ]
     return out

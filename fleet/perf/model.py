@@ -135,6 +135,9 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     bad |= heads % ctp != 0
     bad |= (mla == 0) & (kv_heads % ctp != 0) & (ctp % kv_heads != 0)
     bad |= c.pp > M.num_layers[m]
+    # a Mamba2 mixer splits its heads and B/C groups over tp
+    split = M.state_split_heads[m]
+    bad |= (split > 0) & (np.fmod(split, ctp) != 0)
     is_moe = n_exp > 0
     cep = np.maximum(c.ep, 1)
     bad |= is_moe & ((n_exp % cep != 0) | (stage_devices_i % cep != 0))
@@ -153,13 +156,18 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     frac = 1.0 / pp
     sliding_stage = M.sliding_layers[m] * frac
     linear_stage = M.linear_layers[m] * frac
-    full_stage = layers * frac - sliding_stage - linear_stage
+    # single-sublayer blocks (block_pattern): FFN-only blocks attend nowhere, mixer-only blocks
+    # have no FFN (both counts are 0 for layers of a mixer and an FFN)
+    mixerless_stage = M.mixerless_layers[m] * frac
+    full_stage = layers * frac - sliding_stage - linear_stage - mixerless_stage
     tfrac = frac
     moe_t = M.moe_layers[m] * tfrac
-    dense_t = layers * tfrac - moe_t
+    dense_t = layers * tfrac - moe_t - M.ffnless_layers[m] * tfrac
     sliding_t = M.sliding_layers[m] * tfrac
     linear_t = M.linear_layers[m] * tfrac
-    full_t = layers * tfrac - sliding_t - linear_t
+    full_t = layers * tfrac - sliding_t - linear_t - mixerless_stage
+    # blocks ending in an attention-style all-reduce: every layer, or every mixer block
+    mixer_t = np.where(M.mixerless_layers[m] > 0, layers * tfrac - mixerless_stage, dense_t + moe_t)
     window = M.sliding_window[m]
     # A linear-attention layer's state is split over tp by heads, like KV heads.
     state_per_layer = M.state_bytes_per_layer[m] / tp
@@ -223,7 +231,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     in_one_domain = (n * pp <= S.scale_up_domain[s]) & (n * pp <= S.devices_per_system[s])
     pp_link = np.where(in_one_domain, link, S.scale_out_bytes_per_s[s] * A.link_fraction[a])
     pp_latency = np.where(in_one_domain, hop, S.scale_out_latency_s[s])
-    overhead = A.step_overhead_s[a] + A.layer_overhead_s[a] * layers
+    units = M.layer_units[m]  # layers as the per-layer cost counts them (blocks / 2)
+    overhead = A.step_overhead_s[a] + A.layer_overhead_s[a] * units
 
     head_bytes = 2.0 * M.lm_head_params[m] / tp
     head_flops_per_token = 2.0 * M.lm_head_params[m] / tp
@@ -254,8 +263,12 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     )
     kv_read_per_stream = work.kv_read_per_stream
     # the state of a linear-attention layer is read and written back every decode step, at the
-    # state kernels' measured rate
-    state_rw_s = 2.0 * linear_t * state_per_layer / (peak_bw * A.state_bandwidth_fraction[a])
+    # state kernels' measured rate; a Mamba2 mixer's convolution window at its conv kernel's
+    conv_per_layer = M.conv_state_bytes_per_layer[m] / tp
+    recurrent_per_layer = state_per_layer - conv_per_layer
+    state_rw_s = 2.0 * linear_t * recurrent_per_layer / (
+        peak_bw * A.state_bandwidth_fraction[a]
+    ) + 2.0 * linear_t * conv_per_layer / (peak_bw * A.mamba_conv_bandwidth_fraction[a])
 
     # seconds of reading per stage step: fixed weights, all routed experts, KV per stream
     fixed_read_s = tfrac * rbytes * replicated / (tp * bw_r) + head_bytes / (pp * bw_head)
@@ -274,9 +287,16 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     ) / (attn_flops_rate)
     # the chunked linear-attention scan of a prefill runs at its own measured (low) rate
     state_prefill_rate = A.peak_flops[a, _BF16] * A.state_prefill_flops_fraction[a]
+    # and a Mamba2 mixer's causal convolution over the prompt at its measured bandwidth
+    conv_prefill_s = (
+        linear_t
+        * M.conv_bytes_per_token_layer[m]
+        / tp
+        / (peak_bw * A.mamba_conv_prefill_bandwidth_fraction[a])
+    )
     prefill_per_token_s = (
         work.prefill_flops_per_token / attn_prefill_rate + state_per_token / state_prefill_rate
-    )
+    ) + conv_prefill_s
 
     def busy_ranks(streams: FloatArray) -> FloatArray:
         """Attention ranks a step's streams occupy: at most dp, at least one."""
@@ -305,6 +325,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         experts_per_token=M.experts_per_token[m],
         dense_layers=dense_t,
         moe_layers=moe_t,
+        mixer_layers=mixer_t,
+        expert_width_ratio=M.expert_width_ratio[m],
         domain=domain_i.astype(f),
         link=links,
     )
@@ -337,7 +359,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     comp_d, mem_d, comm_d, hops_d = stage(micro * verify, zero, micro)
     core_d = _roof(comp_d, mem_d)
     draft_s = k_draft * (
-        pp * core_d / layers + head_bytes / bw_head + DRAFT_OVERHEAD_FRACTION * overhead
+        pp * core_d / units + head_bytes / bw_head + DRAFT_OVERHEAD_FRACTION * overhead
     )
     step_s = pp * (core_d + comm_d) + hops_d + overhead + draft_s
     accepted = np.where(

@@ -77,6 +77,12 @@ class ResolvedEfficiency:
     state_prefill_flops_fraction: float
     """Fraction of the BF16 peak a linear-attention layer's prefill scan reaches, per its
     state-update FLOPs: measured, else the family's, else the BF16 GEMM fraction."""
+    mamba_conv_bandwidth_fraction: float
+    """A Mamba2 mixer's convolution window read and written back each decode step, as a
+    fraction of HBM bandwidth: measured, else the family's, else the state figure."""
+    mamba_conv_prefill_bandwidth_fraction: float
+    """A Mamba2 mixer's causal convolution over a prefill's tokens, as a fraction of HBM
+    bandwidth: measured, else the family's, else the weight-streaming fraction."""
 
 
 def _given(acc: Accelerator) -> ResolvedEfficiency:
@@ -108,7 +114,17 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         state_prefill_flops_fraction=(
             acc.kernel.state_prefill_flops_fraction or flops if acc.kernel is not None else flops
         ),
+        mamba_conv_bandwidth_fraction=_kernel_or(acc, "mamba_conv_bandwidth_fraction", bw),
+        mamba_conv_prefill_bandwidth_fraction=_kernel_or(
+            acc, "mamba_conv_prefill_bandwidth_fraction", bw
+        ),
     )
+
+
+def _kernel_or(acc: Accelerator, figure: str, default: float) -> float:
+    """The part's measured kernel ``figure`` where it has one, else ``default``."""
+    value = getattr(acc.kernel, figure) if acc.kernel is not None else None
+    return value or default
 
 
 def _geomean(values: list[float]) -> float:
@@ -224,6 +240,12 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         state_bandwidth_fraction=k.state_bandwidth_fraction or base.state_bandwidth_fraction,
         state_prefill_flops_fraction=(
             k.state_prefill_flops_fraction or base.state_prefill_flops_fraction
+        ),
+        mamba_conv_bandwidth_fraction=(
+            k.mamba_conv_bandwidth_fraction or base.mamba_conv_bandwidth_fraction
+        ),
+        mamba_conv_prefill_bandwidth_fraction=(
+            k.mamba_conv_prefill_bandwidth_fraction or base.mamba_conv_prefill_bandwidth_fraction
         ),
     )
 

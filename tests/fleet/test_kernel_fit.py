@@ -80,18 +80,20 @@ def test_held_out_shapes_are_predicted_as_well_as_fitted_ones(
     (measured 7-16% for BF16/FP8/NVFP4 and 20-32% for MXFP4, whose table has a handful of expert
     shapes), the linear-attention state update <= 5% (measured 0.1-0.6%: a pure streaming
     kernel) and its prefill scan <= 35% (measured 3-6%, 31% on GB200, whose table holds few
-    held-out rows)."""
+    held-out rows), Mamba2's causal-conv update <= 20% (measured 1.5-13%: small calls near their
+    ~4 us call cost; H100 the worst) and its prefill convolution <= 12% (measured 3.0-6.0%)."""
     bound = {
         "gemm": 0.25, "decode": 0.35, "context": 0.25, "all-reduce": 0.25, "all-to-all": 0.25,
         "moe": 0.35, "linear-attention state": 0.05, "linear-attention prefill": 0.35,
-        "gemm decode": 0.12, "gemm fp4 decode": 0.30,
+        "gemm decode": 0.12, "gemm fp4 decode": 0.30, "mamba2 conv decode": 0.20,
+        "mamba2 conv prefill": 0.12,
     }  # fmt: skip
     for acc_fits in (fits[a] for a in fits if a not in OLDER):  # OLDER: the test below
         for f in acc_fits:
             assert f.rows_held_out > 0 and f.rows_fit > f.rows_held_out, f
             words = f.kernel.split()
             key = ""
-            if words[-1] == "decode":
+            if words[0] == "gemm" and words[-1] == "decode":
                 key = "gemm fp4 decode" if words[1] == "fp4" else "gemm decode"
             assert f.held_out_median <= bound.get(key, bound.get(f.kernel, bound.get(words[0]))), f
 
@@ -101,7 +103,7 @@ OLDER = ("a100-sxm", "l40s")
 OLDER_HELD_OUT_BOUND = {
     "gemm": 0.25, "decode": 0.35, "context": 0.25, "all-reduce": 0.25, "all-to-all": 0.25,
     "moe": 0.35, "linear-attention state": 0.05, "linear-attention prefill": 0.35,
-    "gemm decode": 0.12,
+    "gemm decode": 0.12, "mamba2 conv decode": 0.20, "mamba2 conv prefill": 0.12,
 }  # fmt: skip
 """The bounds of the test above, for the kernels A100 and L40S have."""
 

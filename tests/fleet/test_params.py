@@ -15,10 +15,10 @@ from fleet.catalog.params import (
     kv_bytes_per_sequence,
     kv_bytes_per_token,
     kv_elements_per_token_per_layer,
-    linear_attention_layers,
     moe_layer_count,
     param_breakdown,
     state_bytes_per_layer,
+    state_layers,
     total_params,
 )
 
@@ -214,7 +214,8 @@ def test_kv_grows_with_context_and_at_most_linearly(
     shorter = kv_bytes_per_sequence(model, 1.0, context)
     longer = kv_bytes_per_sequence(model, 1.0, context + extra)
     full_per_token = model.num_layers * kv_elements_per_token_per_layer(model)
-    # A linear-attention layer's state is fixed: held from the first token, never growing.
-    state = linear_attention_layers(model) * state_bytes_per_layer(model)
+    # A linear-attention layer's or Mamba2 mixer's state is fixed: held from the first token,
+    # never growing.
+    state = state_layers(model) * state_bytes_per_layer(model)
     assert shorter <= longer <= shorter + extra * full_per_token
     assert shorter <= context * full_per_token + state

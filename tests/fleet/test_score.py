@@ -40,8 +40,8 @@ ROWS = {
     "1,8,,,,,,,,,,,,,,,300,40",
     "unknown system": "silicon_concurrency=32,vllm,meta-llama/Llama-3.1-70B,a30,agg,1024,"
     "1024,fp8,fp8,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
-    "unknown model": "silicon_concurrency=32,sglang,nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8,"
-    "b200_sxm,agg,1024,1024,fp8,fp8_block,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
+    "unknown model": "silicon_concurrency=32,sglang,"
+    "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4,b200_sxm,agg,1024,1024,fp8,fp8_block,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
     "unknown quantization": "silicon_concurrency=32,sglang,Qwen/Qwen3-32B,b200_sxm,agg,1024,1024,"
     "w4a8_awq,w4a8_awq,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
     "weights do not fit": "silicon_concurrency=32,sglang,deepseek-ai/DeepSeek-R1,b200_sxm,agg,"
@@ -68,7 +68,7 @@ def test_every_row_is_scored_or_counted_under_its_reason(tmp_path: Path, catalog
     }  # fmt: skip
     assert [kind for _, kind, _ in result.uncovered] == [
         "unknown system 'a30'",
-        "unknown model 'nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8'",
+        "unknown model 'nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4'",
         "unknown quantization 'w4a8_awq' (gemm_quant_mode)",
         "does not fit (deepseek-r1 on hgx-b200-8)",
     ]
