@@ -350,7 +350,7 @@ def kv_bytes_per_sequence(
     full_layers = attention_layers(model) - model.sliding_window_layers
     tokens = np.asarray(context_tokens, dtype=np.float64)
     held = full_layers * tokens
-    own_shape = 0.0  # the sliding layers' KV where they have their own shape
+    own_shape: FloatLike = 0.0  # the sliding layers' KV where they have their own shape
     if model.sliding_window is not None and model.sliding_window_layers:
         sliding_held = model.sliding_window_layers * np.minimum(tokens, model.sliding_window)
         if model.sliding_attention is None:
