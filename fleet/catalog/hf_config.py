@@ -29,6 +29,12 @@ from typing import Any
 
 import msgspec
 
+from fleet.catalog.hf_shapes import (
+    attention_shape,
+    moe_layout,
+    sliding_layer_count,
+    unsupported_gemma,
+)
 from fleet.catalog.load import Catalog, load_catalog
 from fleet.catalog.schema import ARCHITECTURE_FIELDS, Model
 
@@ -100,27 +106,21 @@ def _layer_shapes(c: Mapping[str, Any]) -> str:
             )
             + ": not the catalog's Gated DeltaNet and MoE fields"
         )
-    head, kv = c.get("head_dim"), c.get("num_key_value_heads")
-    global_head, global_kv = c.get("global_head_dim"), c.get("num_global_key_value_heads")
-    if (global_head and global_head != head) or (global_kv and global_kv != kv):
-        return (
-            f"full-attention layers of their own shape (global_head_dim {global_head}, "
-            f"num_global_key_value_heads {global_kv}) beside the sliding layers' (head_dim "
-            f"{head}, {kv} KV heads): the catalog holds one attention shape for all layers"
-        )
+    if gemma := unsupported_gemma(c):
+        return gemma
     other = c.get("attention_other_setting")
     other_heads = other.get("num_attention_heads") if isinstance(other, Mapping) else None
     if other_heads and other_heads != c.get("num_attention_heads"):
         return (
             f"sliding-window layers of {other_heads} query heads beside the full layers' "
-            f"{c.get('num_attention_heads')} (attention_other_setting): the catalog holds one "
-            "attention shape for all layers"
+            f"{c.get('num_attention_heads')} (attention_other_setting): this reader does not "
+            "map Step Flash's second attention shape (no config with it to check against)"
         )
     if str(c.get("model_type", "")) in STEP_FLASH_MODEL_TYPES and other is None:
         return (
             "Step Flash config that omits attention_other_setting: the published Step Flash "
             "config gives its sliding-window layers 96 query heads beside the full layers' 64, "
-            "which the catalog's one attention shape cannot hold"
+            "a second attention shape this config does not give"
         )
     sparse = c.get("sparse_attention_config")
     if isinstance(sparse, Mapping) and sparse.get("use_sparse_attention"):
@@ -191,17 +191,19 @@ def describe(config: Mapping[str, Any]) -> Described:
             "index_head_dim": int(c.get("index_head_dim") or 0),
             "index_topk": int(c.get("index_topk") or 0) if c.get("index_n_heads") else 0,
         }
+        fields.update(v_head_dim=None, attention_k_eq_v=False, sliding_attention=None)
     else:
         fields["attention"] = "gqa"
-        fields["head_dim"] = int(
-            _first(c, "head_dim", "attention_head_dim", default=hidden // heads)
-        )
+        head_dim = int(_first(c, "head_dim", "attention_head_dim", default=hidden // heads))
+        fields.update(attention_shape(c, heads, fields["num_kv_heads"], head_dim))
         fields["mla"] = None
     fields.update(_moe(c))
-    sliding = [t for t in layer_types if t == "sliding_attention"]
+    sliding = sliding_layer_count(c, layer_types)
     window = c.get("sliding_window") if sliding else None
     fields["sliding_window"] = int(window) if window else None
-    fields["sliding_window_layers"] = len(sliding) if window else 0
+    fields["sliding_window_layers"] = sliding if window else 0
+    if not fields["sliding_window_layers"]:
+        fields["sliding_attention"] = None
     if c.get("attention_chunk_size") and not sliding:
         # Llama 4: chunked local attention on 3 of every 4 layers (every 4th is global, NoPE);
         # the catalog holds a chunk as a sliding window of its size (an upper bound of its KV).
@@ -290,7 +292,7 @@ def _moe(c: Mapping[str, Any]) -> Fields:
         shared = 1
     moe: Fields = {
         "num_experts": int(experts),
-        "experts_per_token": _int(c, "num_experts_per_tok", "experts_per_token"),
+        "experts_per_token": _int(c, "num_experts_per_tok", "experts_per_token", "top_k_experts"),
         "num_shared_experts": shared,
         "expert_intermediate_size": int(expert_width),
         "shared_expert_intermediate_size": 0 if shared_width == int(expert_width) else shared_width,
@@ -300,6 +302,9 @@ def _moe(c: Mapping[str, Any]) -> Fields:
         ),
         "latent_size": int(c.get("moe_latent_size") or 0),
     }
+    moe.update(moe_layout(c))
+    if moe["shared_expert_intermediate_size"] == moe["expert_intermediate_size"]:
+        moe["shared_expert_intermediate_size"] = 0
     # No dense layer and no dense width in the config (Qwen3.5): the field holds the expert's.
     return {"intermediate_size": int(dense_width or expert_width), "moe": moe}
 
@@ -307,7 +312,7 @@ def _moe(c: Mapping[str, Any]) -> Fields:
 def catalog_fields(model: Model) -> Fields:
     """A catalog entry's architecture fields, in ``describe``'s form."""
     out: Fields = {name: getattr(model, name) for name in ARCHITECTURE_FIELDS}
-    for table in ("mla", "moe", "linear_attention", "mamba"):
+    for table in ("mla", "moe", "linear_attention", "mamba", "sliding_attention"):
         value = out[table]
         out[table] = None if value is None else msgspec.structs.asdict(value)
     return out
@@ -369,18 +374,21 @@ def toml_fields(fields: Fields) -> str:
         "sliding_window_layers": 0,
         "block_pattern": None,
         "ffn_gated": True,
+        "v_head_dim": None,
+        "attention_k_eq_v": False,
     }
     lines = []
     for name in (
         "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
-        "intermediate_size", "vocab_size", "tie_word_embeddings", "attention",
+        "v_head_dim", "attention_k_eq_v", "intermediate_size", "vocab_size",
+        "tie_word_embeddings", "attention",
         "attention_output_gate", "sliding_window", "sliding_window_layers", "mtp_layers",
         "block_pattern", "ffn_gated",
     ):  # fmt: skip
         if name in defaults and fields.get(name) == defaults[name]:
             continue
         lines.append(f"{name} = {value(fields[name])}")
-    for table in ("linear_attention", "mamba", "mla", "moe"):
+    for table in ("sliding_attention", "linear_attention", "mamba", "mla", "moe"):
         sub = fields.get(table)
         if sub:
             lines.append(f"[models.{table}]")

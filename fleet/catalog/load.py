@@ -159,6 +159,9 @@ def _model_problem(model: Model) -> tuple[str, str] | None:
         return "sliding_window", "set exactly when sliding_window_layers > 0"
     if model.sliding_window_layers > model.num_layers:
         return "sliding_window_layers", "exceeds num_layers"
+    shapes = _shape_problem(model)
+    if shapes is not None:
+        return shapes
     linear = model.linear_attention
     if linear is not None and linear.layers + model.sliding_window_layers >= model.num_layers:
         return "linear_attention.layers", "leaves no full-attention layer"
@@ -173,6 +176,30 @@ def _model_problem(model: Model) -> tuple[str, str] | None:
         return "moe.experts_per_token", "exceeds num_experts"
     if moe is not None and moe.dense_layers >= model.num_layers:
         return "moe.dense_layers", "must be less than num_layers"
+    return None
+
+
+def _shape_problem(model: Model) -> tuple[str, str] | None:
+    """(field, problem) for attention-shape fields (value width, sliding layers' own shape) that
+    contradict the model; each has one spelling, unset when equal to the default."""
+    gqa_only = model.v_head_dim is not None or model.attention_k_eq_v
+    if model.mla is not None and (gqa_only or model.sliding_attention is not None):
+        return "mla", "not combined with v_head_dim, attention_k_eq_v or sliding_attention"
+    if model.v_head_dim == model.head_dim:
+        return "v_head_dim", "leave unset when equal to head_dim"
+    sliding = model.sliding_attention
+    if sliding is None:
+        return None
+    if not model.sliding_window_layers:
+        return "sliding_attention", "needs sliding_window_layers"
+    if sliding.num_attention_heads % sliding.num_kv_heads:
+        return "sliding_attention.num_kv_heads", "must divide num_attention_heads"
+    if sliding.v_head_dim == sliding.head_dim:
+        return "sliding_attention.v_head_dim", "leave unset when equal to head_dim"
+    main = (model.num_attention_heads, model.num_kv_heads, model.head_dim, model.v_head_dim)
+    own = (sliding.num_attention_heads, sliding.num_kv_heads, sliding.head_dim, sliding.v_head_dim)
+    if own == main:
+        return "sliding_attention", "equals the full layers' shape; leave it unset"
     return None
 
 

@@ -3,20 +3,23 @@
 Pure functions of a ``Model``; nothing is read from files. Counted: the input embedding and the LM
 head (once when tied), attention projections (GQA: q, k, v, o; MLA: the q down/up projections or
 the plain q projection, the joint kv down projection incl. the decoupled RoPE key, the kv up
-projection and o; the DSA indexer where present), dense gated FFNs (gate, up, down = 3 matrices),
+projection and o; the DSA indexer where present; no v where the full layers' keys double as
+values, ``attention_k_eq_v``), dense gated FFNs (gate, up, down = 3 matrices),
 MoE layers (every routed expert, shared experts, the router). Norms, biases, attention sinks and
 MTP/next-token-prediction heads are not counted: the first three are < 0.1% of any catalog model,
 and MTP modules are not part of the served forward pass (published totals that include them say
 so in the catalog's sources).
 
 KV cache per token and layer, in elements: GQA stores K and V of every KV head,
-``2 x kv_heads x head_dim``; MLA stores the compressed latent and the RoPE key,
-``kv_lora_rank + qk_rope_head_dim`` (plus the DSA indexer key where present). Sliding-window
-layers keep at most ``sliding_window`` tokens. Linear-attention (Gated DeltaNet) layers keep no
-KV cache but a fixed state per request: value heads x key dim x value dim of recurrent state
-plus the convolution's last ``conv_kernel - 1`` inputs (``state_bytes_per_layer``); their
-weights are the q/k/v/z input projection, the b/a gate projection, the depthwise convolution and
-the output projection.
+``kv_heads x (head_dim + v_head_dim)`` (``2 x kv_heads x head_dim`` when values are as wide as
+keys); sliding-window layers with their own shape (``sliding_attention``: Gemma 4,
+MiMo-V2-Flash) count their own heads and widths, in the cache and in the weights; MLA stores
+the compressed latent and the RoPE key, ``kv_lora_rank + qk_rope_head_dim`` (plus the DSA
+indexer key where present). Sliding-window layers keep at most ``sliding_window`` tokens.
+Linear-attention (Gated DeltaNet) layers keep no KV cache but a fixed state per request: value
+heads x key dim x value dim of recurrent state plus the convolution's last ``conv_kernel - 1``
+inputs (``state_bytes_per_layer``); their weights are the q/k/v/z input projection, the b/a gate
+projection, the depthwise convolution and the output projection.
 
 Hybrid models with a ``block_pattern`` (Nemotron-H) count blocks instead of layers: ``*`` blocks
 are attention, ``M`` blocks Mamba2 mixers, ``E`` blocks MoE FFNs, ``-`` blocks dense FFNs, each
@@ -210,16 +213,26 @@ def state_flops_per_token_layer(model: Model) -> float:
     return 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim
 
 
+def _gqa_params(model: Model, heads: int, kv_heads: int, head_dim: int, v_dim: int) -> int:
+    """Weights of one GQA block: q (doubled by an output gate), k, v (none when keys double as
+    values on the full layers) and o, whose input is the heads' values."""
+    h = model.hidden_size
+    q = h * heads * head_dim * (2 if model.attention_output_gate else 1)
+    return q + h * kv_heads * head_dim + h * kv_heads * v_dim + heads * v_dim * h
+
+
 def attention_params_per_layer(model: Model) -> float:
-    """Weights of one (softmax) attention block (projections only)."""
+    """Weights of one (softmax) attention block (projections only); of a full-attention layer
+    where the sliding layers have their own shape (``sliding_attention_params_per_layer``)."""
     h = model.hidden_size
     heads = model.num_attention_heads
     mla = model.mla
     if mla is None:
-        q_width = heads * model.head_dim * (2 if model.attention_output_gate else 1)
-        q_and_o = h * q_width + h * heads * model.head_dim
-        kv = 2 * h * model.num_kv_heads * model.head_dim
-        return float(q_and_o + kv)
+        v_dim = model.v_head_dim or model.head_dim
+        out = _gqa_params(model, heads, model.num_kv_heads, model.head_dim, v_dim)
+        if model.attention_k_eq_v:
+            out -= h * model.num_kv_heads * v_dim  # no value projection
+        return float(out)
     qk_head = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     if mla.q_lora_rank:
         q = h * mla.q_lora_rank + mla.q_lora_rank * heads * qk_head
@@ -239,15 +252,29 @@ def attention_params_per_layer(model: Model) -> float:
     return float(q + kv_down + kv_up + o + indexer)
 
 
+def sliding_attention_params_per_layer(model: Model) -> float:
+    """Weights of one sliding-window layer's attention block: its own shape where
+    ``sliding_attention`` gives one (always with a value projection), else a full layer's."""
+    sw = model.sliding_attention
+    if sw is None:
+        return attention_params_per_layer(model)
+    v_dim = sw.v_head_dim or sw.head_dim
+    return float(_gqa_params(model, sw.num_attention_heads, sw.num_kv_heads, sw.head_dim, v_dim))
+
+
 def param_breakdown(model: Model) -> ParamBreakdown:
     """Count every weight matrix of ``model`` by component."""
     h = model.hidden_size
     embedding = float(model.vocab_size * h)
     lm_head = 0.0 if model.tie_word_embeddings else embedding
     linear = linear_attention_layers(model)
-    attention = attention_layers(model) * attention_params_per_layer(
-        model
-    ) + linear * linear_attention_params_per_layer(model)
+    # integer counts: exact in float64 whichever way the layers are grouped
+    sliding = model.sliding_window_layers
+    attention = (
+        (attention_layers(model) - sliding) * attention_params_per_layer(model)
+        + sliding * sliding_attention_params_per_layer(model)
+        + linear * linear_attention_params_per_layer(model)
+    )
     if model.mamba is not None:
         attention += mamba_layers(model) * mamba_params_per_layer(model)
     gated_ffn = ffn_matrices(model) * h  # gate (if gated), up and down per unit of FFN width
@@ -293,11 +320,21 @@ def active_params(model: Model, embeddings: EmbeddingsCounted = "input_and_outpu
 
 
 def kv_elements_per_token_per_layer(model: Model) -> int:
-    """KV-cache elements one token adds to one attention layer."""
+    """KV-cache elements one token adds to one (full-)attention layer: a key of ``head_dim`` and
+    a value of ``v_head_dim`` per KV head (GQA), or the MLA latent and RoPE key."""
     mla = model.mla
     if mla is None:
-        return 2 * model.num_kv_heads * model.head_dim
+        return model.num_kv_heads * (model.head_dim + (model.v_head_dim or model.head_dim))
     return mla.kv_lora_rank + mla.qk_rope_head_dim + mla.index_head_dim
+
+
+def sliding_kv_elements_per_token_per_layer(model: Model) -> int:
+    """KV-cache elements one token adds to one sliding-window layer (its own shape where
+    ``sliding_attention`` gives one, else a full layer's)."""
+    sw = model.sliding_attention
+    if sw is None:
+        return kv_elements_per_token_per_layer(model)
+    return sw.num_kv_heads * (sw.head_dim + (sw.v_head_dim or sw.head_dim))
 
 
 def kv_bytes_per_sequence(
@@ -305,17 +342,23 @@ def kv_bytes_per_sequence(
 ) -> FloatLike:
     """KV-cache bytes of one sequence holding ``context_tokens`` tokens (all layers).
 
-    Sliding-window layers hold at most ``sliding_window`` tokens. ``context_tokens`` may be an
-    array (vectorized over configurations).
+    Sliding-window layers hold at most ``sliding_window`` tokens, each of their own shape's
+    size. ``context_tokens`` may be an array (vectorized over configurations).
     """
     per_token_layer = kv_elements_per_token_per_layer(model) * kv_bytes_per_element
     linear = state_layers(model)
     full_layers = attention_layers(model) - model.sliding_window_layers
     tokens = np.asarray(context_tokens, dtype=np.float64)
     held = full_layers * tokens
+    own_shape: FloatLike = 0.0  # the sliding layers' KV where they have their own shape
     if model.sliding_window is not None and model.sliding_window_layers:
-        held = held + model.sliding_window_layers * np.minimum(tokens, model.sliding_window)
-    out = per_token_layer * held + linear * state_bytes_per_layer(model)
+        sliding_held = model.sliding_window_layers * np.minimum(tokens, model.sliding_window)
+        if model.sliding_attention is None:
+            held = held + sliding_held
+        else:
+            sliding_per = sliding_kv_elements_per_token_per_layer(model) * kv_bytes_per_element
+            own_shape = sliding_per * sliding_held
+    out = per_token_layer * held + linear * state_bytes_per_layer(model) + own_shape
     return float(out) if out.ndim == 0 else out
 
 

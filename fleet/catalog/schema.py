@@ -302,6 +302,20 @@ class Mamba2(Frozen, frozen=True, kw_only=True):
     by default); the convolution window is kept at 2 bytes (model dtype)."""
 
 
+class SlidingAttention(Frozen, frozen=True, kw_only=True):
+    """The sliding-window layers' attention shape where it differs from the full-attention
+    layers' (the model's own ``num_attention_heads``, ``num_kv_heads``, ``head_dim`` and
+    ``v_head_dim``): Gemma 4's full layers have wider heads and fewer KV heads than its sliding
+    ones, MiMo-V2-Flash's sliding layers twice the KV heads of its full ones."""
+
+    num_attention_heads: PositiveInt
+    num_kv_heads: PositiveInt
+    head_dim: PositiveInt
+    """Width of a query and a key head."""
+    v_head_dim: PositiveInt | None = None
+    """Width of a value head; None = ``head_dim``."""
+
+
 BlockPattern = Annotated[str, Meta(pattern=r"^[M*E\-]+$", max_length=1024)]
 """One character per block of a hybrid model (Nemotron-H ``hybrid_override_pattern``):
 ``M`` Mamba2 mixer, ``*`` attention, ``E`` MoE FFN, ``-`` dense FFN."""
@@ -336,6 +350,17 @@ class Model(Frozen, frozen=True, kw_only=True):
     num_attention_heads: PositiveInt
     num_kv_heads: PositiveInt
     head_dim: PositiveInt
+    """Width of a query and a key head (of the full-attention layers where ``sliding_attention``
+    gives the sliding ones their own)."""
+    v_head_dim: PositiveInt | None = None
+    """Width of a value head where it differs from ``head_dim`` (MiMo-V2-Flash: 192-wide queries
+    and keys, 128-wide values); None = ``head_dim``. GQA only (MLA has its own)."""
+    attention_k_eq_v: bool = False
+    """The full-attention layers have no value projection: the key projection's output also
+    serves as values (Gemma 4 ``attention_k_eq_v``). Only the weights change: keys are then
+    normalised and rotated, values normalised only, so the KV cache still holds both."""
+    sliding_attention: SlidingAttention | None = None
+    """The ``sliding_window_layers``' own attention shape; None = the fields above."""
     intermediate_size: PositiveInt
     """Dense FFN width (of dense layers in an MoE model)."""
     vocab_size: PositiveInt
@@ -385,6 +410,9 @@ ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
         "num_attention_heads",
         "num_kv_heads",
         "head_dim",
+        "v_head_dim",
+        "attention_k_eq_v",
+        "sliding_attention",
         "intermediate_size",
         "vocab_size",
         "tie_word_embeddings",

@@ -31,6 +31,7 @@ from fleet.catalog.params import (
     mamba_conv_channels,
     moe_layer_count,
     param_breakdown,
+    sliding_kv_elements_per_token_per_layer,
     state_bytes_per_layer,
     state_flops_per_token_layer,
     state_layers,
@@ -72,6 +73,14 @@ class ModelArrays:
     sliding_window: FloatArray
     """Window in tokens (inf when none)."""
     sliding_layers: FloatArray
+    sliding_num_heads: IntArray
+    """Query heads of a sliding-window layer (its own shape where the model gives one, else
+    ``num_heads``); likewise the three columns below."""
+    sliding_num_kv_heads: IntArray
+    sliding_kv_elements_per_token_layer: FloatArray
+    sliding_attention_flops_per_token_ctx_layer: FloatArray
+    """Score and value FLOPs per query token, context token and sliding layer (GQA: the same in
+    decode and prefill)."""
     attention_flops_per_token_ctx_layer: FloatArray
     """FLOPs of score and value products per query token, context token and layer (all heads),
     as decode runs them (MLA: the absorbed form over the latent)."""
@@ -292,8 +301,9 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
         moe = model.moe
         mla = model.mla
         if mla is None:
-            # q.k over head_dim and p.v over head_dim, 2 FLOPs per multiply-add.
-            attn_flops = 2.0 * model.num_attention_heads * (2 * model.head_dim)
+            # q.k over head_dim and p.v over v_head_dim, 2 FLOPs per multiply-add.
+            v_dim = model.v_head_dim or model.head_dim
+            attn_flops = 2.0 * model.num_attention_heads * (model.head_dim + v_dim)
         else:
             # Absorbed MLA decode: scores over (latent + rope), values over the latent.
             attn_flops = (
@@ -342,6 +352,7 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
                 else np.inf
             ),
             "sliding_layers": model.sliding_window_layers,
+            **_sliding_columns(model, attn_flops),
             "attention_flops_per_token_ctx_layer": attn_flops,
             "attention_prefill_flops_per_token_ctx_layer": prefill_attn_flops,
             "sparse_topk": float(topk) if topk else np.inf,
@@ -356,12 +367,35 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
         for key, value in row.items():
             rows[key].append(value)
     ints = {"num_layers", "moe_layers", "num_heads", "num_kv_heads", "num_experts"}
+    ints |= {"sliding_num_heads", "sliding_num_kv_heads"}
     columns: dict[str, Any] = {
         k: np.asarray(v, dtype=np.int64 if k in ints else np.float64)
         for k, v in rows.items()
         if k != "ids"
     }
     return ModelArrays(ids=tuple(catalog.models), **columns)
+
+
+def _sliding_columns(model: Model, attn_flops: float) -> dict[str, float]:
+    """The sliding-window layers' shape columns: their own (``Model.sliding_attention``), or the
+    full layers' figures as they are (so that their differences are exactly 0)."""
+    sw = model.sliding_attention
+    if sw is None:
+        return {
+            "sliding_num_heads": model.num_attention_heads,
+            "sliding_num_kv_heads": model.num_kv_heads,
+            "sliding_kv_elements_per_token_layer": kv_elements_per_token_per_layer(model),
+            "sliding_attention_flops_per_token_ctx_layer": attn_flops,
+        }
+    v_dim = sw.v_head_dim or sw.head_dim
+    return {
+        "sliding_num_heads": sw.num_attention_heads,
+        "sliding_num_kv_heads": sw.num_kv_heads,
+        "sliding_kv_elements_per_token_layer": sliding_kv_elements_per_token_per_layer(model),
+        "sliding_attention_flops_per_token_ctx_layer": (
+            2.0 * sw.num_attention_heads * (sw.head_dim + v_dim)
+        ),
+    }
 
 
 def _block_columns(model: Model) -> dict[str, float]:

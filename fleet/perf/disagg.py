@@ -187,6 +187,10 @@ def kv_transfer_bytes(arrays: CatalogArrays, configs: Configs) -> FloatArray:
     full = m.num_layers[model] - sliding - linear - m.mixerless_layers[model]
     tokens = kv_tokens_held(configs.isl.astype(np.float64), full, sliding, m.sliding_window[model])
     kv = tokens * m.kv_elements_per_token_layer[model] * _BYTES[configs.kv_precision]
+    # sliding layers of their own shape (Gemma 4, MiMo-V2): their extra (or fewer) elements
+    own = m.sliding_kv_elements_per_token_layer[model] - m.kv_elements_per_token_layer[model]
+    own_tokens = sliding * np.minimum(configs.isl.astype(np.float64), m.sliding_window[model])
+    kv = kv + own_tokens * own * _BYTES[configs.kv_precision]
     return kv + linear * m.state_bytes_per_layer[model]
 
 

@@ -74,6 +74,15 @@ def _bad_layout(model: Model, configs: Configs, i: int, tp: int, pp: int, dp: in
             f"tp: {tp} neither divides nor is a multiple of the {model.num_kv_heads} KV heads "
             f"of {model.id}"
         )
+    sw = model.sliding_attention
+    if sw is not None and sw.num_attention_heads % tp:
+        heads = sw.num_attention_heads
+        return f"tp: {tp} does not divide the {heads} heads of {model.id}'s sliding layers"
+    if sw is not None and sw.num_kv_heads % tp and tp % sw.num_kv_heads:
+        return (
+            f"tp: {tp} neither divides nor is a multiple of the {sw.num_kv_heads} KV heads of "
+            f"{model.id}'s sliding layers"
+        )
     if pp > model.num_layers:
         return f"pp: {pp} stages exceed the {model.num_layers} layers of {model.id}"
     if model.moe is None:

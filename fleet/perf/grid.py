@@ -103,6 +103,8 @@ def layouts(
     acc = catalog.accelerator(system.accelerator)
     domain = system.scale_up_domain_devices
     heads, kv_heads = model.num_attention_heads, model.num_kv_heads
+    sw = model.sliding_attention  # the sliding layers' own heads split over tp too
+    s_heads, s_kv = (sw.num_attention_heads, sw.num_kv_heads) if sw else (heads, kv_heads)
     # a Mamba2 mixer splits its heads and B/C groups over tp (the model's BAD_LAYOUT rule)
     mamba = model.mamba
     split = math.gcd(mamba.num_heads, mamba.n_groups) if mamba is not None else 0
@@ -110,7 +112,9 @@ def layouts(
         t
         for t in _powers_of_two(domain)
         if heads % t == 0
+        and s_heads % t == 0
         and (model.mla is not None or kv_heads % t == 0 or t % kv_heads == 0)
+        and (s_kv % t == 0 or t % s_kv == 0)
         and (split == 0 or split % t == 0)
     ]
     moe = model.moe

@@ -132,8 +132,11 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     bad |= (c.isl < 1) | (c.osl < 1) | (c.spec_draft_tokens < 0)
     bad |= (c.prefix_cached_tokens < 0) | (c.prefix_cached_tokens >= c.isl)
     bad |= (c.spec_acceptance < 0) | (c.spec_acceptance > 1)
-    bad |= heads % ctp != 0
+    # both layer shapes split over tp (sliding layers with their own shape: Gemma 4, MiMo-V2)
+    s_heads, s_kv_heads = M.sliding_num_heads[m], M.sliding_num_kv_heads[m]
+    bad |= (heads % ctp != 0) | (s_heads % ctp != 0)
     bad |= (mla == 0) & (kv_heads % ctp != 0) & (ctp % kv_heads != 0)
+    bad |= (mla == 0) & (s_kv_heads % ctp != 0) & (ctp % s_kv_heads != 0)
     bad |= c.pp > M.num_layers[m]
     # a Mamba2 mixer splits its heads and B/C groups over tp
     split = M.state_split_heads[m]
@@ -193,10 +196,15 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     )
     kv_share = np.where(mla > 0, 1.0, np.maximum(1.0 / tp, 1.0 / kv_heads))
     kv_per_layer_token = M.kv_elements_per_token_layer[m] * kv_share * kbytes
+    # a sliding layer of its own shape holds own_kv more per token than a full layer (exactly 0
+    # for models whose layers share one shape, so their figures are unchanged)
+    s_kv_share = np.where(mla > 0, 1.0, np.maximum(1.0 / tp, 1.0 / s_kv_heads))
+    own_kv = M.sliding_kv_elements_per_token_layer[m] * s_kv_share * kbytes - kv_per_layer_token
     held = kv_tokens_held(isl + osl + k_draft, full_stage, sliding_stage, window)
+    own_held = own_kv * sliding_stage * np.minimum(isl + osl + k_draft, window)
     mem = memory_terms(
         weight_bytes=weights,
-        kv_bytes_per_stream=kv_per_layer_token * held + linear_stage * state_per_layer,
+        kv_bytes_per_stream=kv_per_layer_token * held + linear_stage * state_per_layer + own_held,
         batch=batch,
         dp=dp,
         tp=tp,
@@ -240,6 +248,9 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     active_experts = experts * M.active_expert_fraction[m]
     attn_per_ctx = M.attention_flops_per_token_ctx_layer[m] / tp
     attn_prefill_per_ctx = M.attention_prefill_flops_per_token_ctx_layer[m] / tp
+    # a sliding layer of its own shape scores own_attn more FLOPs per context token (GQA:
+    # prefill as decode); 0 where the layers share one shape
+    own_attn = M.sliding_attention_flops_per_token_ctx_layer[m] / tp - attn_per_ctx
     ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_t, sliding_t, window)
     # mean context of a prefilled token: after the cached prefix, half-way through the rest
     ctx_prefill = kv_tokens_held(cached + 0.5 * fresh, full_t, sliding_t, window)
@@ -260,6 +271,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         full_layers=full_t,
         sliding_layers=sliding_t,
         window=window,
+        own_kv=own_kv,
+        own_attn=own_attn,
     )
     kv_read_per_stream = work.kv_read_per_stream
     # the state of a linear-attention layer is read and written back every decode step, at the

@@ -35,6 +35,7 @@ MODEL_IDS = {
     "deepseek-v3.2",
     "nemotron-3-nano-30b-a3b", "nemotron-h-56b", "nemotron-3-super-120b-a12b",
     "nemotron-3-ultra-550b-a55b",
+    "gemma-4-26b-a4b", "gemma-4-31b", "mimo-v2-flash",
 }  # fmt: skip
 SRAM_ACCELERATORS = {"wse3", "groq-lpu"}
 MLA_MODELS = {"deepseek-v3", "deepseek-r1", "kimi-k2.5", "glm-5", "deepseek-v3.2"}

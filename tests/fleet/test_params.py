@@ -17,6 +17,7 @@ from fleet.catalog.params import (
     kv_elements_per_token_per_layer,
     moe_layer_count,
     param_breakdown,
+    sliding_kv_elements_per_token_per_layer,
     state_bytes_per_layer,
     state_layers,
     total_params,
@@ -213,7 +214,11 @@ def test_kv_grows_with_context_and_at_most_linearly(
     model = CATALOG.model(model_id)
     shorter = kv_bytes_per_sequence(model, 1.0, context)
     longer = kv_bytes_per_sequence(model, 1.0, context + extra)
-    full_per_token = model.num_layers * kv_elements_per_token_per_layer(model)
+    # every layer holding every token, sliding layers at their own shape's size
+    sliding = model.sliding_window_layers
+    full_per_token = (model.num_layers - sliding) * kv_elements_per_token_per_layer(
+        model
+    ) + sliding * sliding_kv_elements_per_token_per_layer(model)
     # A linear-attention layer's or Mamba2 mixer's state is fixed: held from the first token,
     # never growing.
     state = state_layers(model) * state_bytes_per_layer(model)
