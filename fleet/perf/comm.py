@@ -168,6 +168,7 @@ class StageComm:
         "_call",
         "_ffn",
         "_group",
+        "_routed_width",
         "dense_layers",
         "dp",
         "ep",
@@ -199,6 +200,8 @@ class StageComm:
         self.n, self.dp, self.hidden = n, dp, hidden_size
         self.experts_per_token = experts_per_token
         self.expert_width_ratio = expert_width_ratio
+        # bytes routed per activation byte: k experts, in the latent width where there is one
+        self._routed_width = expert_width_ratio * experts_per_token
         self.dense_layers, self.moe_layers = dense_layers, moe_layers
         self.layers = dense_layers + moe_layers if mixer_layers is None else mixer_layers
         self._attention = _Hierarchical.of(tp, domain, link)
@@ -218,7 +221,7 @@ class StageComm:
         act = tokens * self.hidden * ACTIVATION_BYTES
         attention = self.layers * self._attention(act / self.dp)
         ffn_dense = self._ffn(act)
-        routed = act * self.expert_width_ratio * self.experts_per_token
+        routed = act * self._routed_width
         sent = (routed / self.n) * (self.ep - 1.0) / self.ep
         a2a = 2.0 * (sent * self._a2a_per_byte + self._a2a_fixed + self._call)
         moe_ep = a2a + self._group(routed / self.ep)

@@ -68,7 +68,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
-from fleet.perf.arrays import CatalogArrays
+from fleet.perf.arrays import CatalogArrays, ModelArrays
 from fleet.perf.closed_loop import prefill_share_in_decode, ttft_closed_loop
 from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
@@ -98,6 +98,30 @@ def _roof(compute_s: FloatArray, memory_s: FloatArray) -> FloatArray:
     lo = np.minimum(compute_s, memory_s)
     ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
     return hi * (1.0 + ratio**ROOF_SHARPNESS) ** (1.0 / ROOF_SHARPNESS)
+
+
+_OWN_SLIDING, _SPLIT_STATE, _BLOCKS, _MAMBA = 1, 2, 4, 8
+
+
+def _row_kinds(M: ModelArrays) -> np.ndarray:
+    """Per model, bit flags of the terms only some models have, so they are computed on those
+    rows alone (elsewhere they are exactly 0): _OWN_SLIDING, sliding-window layers of a shape of
+    their own (heads, KV heads, KV elements or attention FLOPs differ from a full layer's:
+    Gemma 4, MiMo-V2); _SPLIT_STATE, a state-space mixer whose heads tp must divide; _BLOCKS,
+    single-sublayer blocks (mixer-only and FFN-only: Nemotron-H); _MAMBA, Mamba2 mixers."""
+    own = (
+        (M.sliding_num_heads != M.num_heads)
+        | (M.sliding_num_kv_heads != M.num_kv_heads)
+        | (M.sliding_kv_elements_per_token_layer != M.kv_elements_per_token_layer)
+        | (M.sliding_attention_flops_per_token_ctx_layer != M.attention_flops_per_token_ctx_layer)
+    )
+    blocks = (M.mixerless_layers > 0) | (M.ffnless_layers > 0)
+    return (
+        own * _OWN_SLIDING
+        + (M.state_split_heads > 0) * _SPLIT_STATE
+        + blocks * _BLOCKS
+        + (M.conv_state_bytes_per_layer > 0) * _MAMBA
+    ).astype(np.int64)
 
 
 def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
@@ -132,15 +156,30 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     bad |= (c.isl < 1) | (c.osl < 1) | (c.spec_draft_tokens < 0)
     bad |= (c.prefix_cached_tokens < 0) | (c.prefix_cached_tokens >= c.isl)
     bad |= (c.spec_acceptance < 0) | (c.spec_acceptance > 1)
-    # both layer shapes split over tp (sliding layers with their own shape: Gemma 4, MiMo-V2)
-    s_heads, s_kv_heads = M.sliding_num_heads[m], M.sliding_num_kv_heads[m]
-    bad |= (heads % ctp != 0) | (s_heads % ctp != 0)
+    bad |= heads % ctp != 0
     bad |= (mla == 0) & (kv_heads % ctp != 0) & (ctp % kv_heads != 0)
-    bad |= (mla == 0) & (s_kv_heads % ctp != 0) & (ctp % s_kv_heads != 0)
+    # Rows whose sliding layers have a shape of their own (Gemma 4, MiMo-V2): the terms of that
+    # shape are computed on these rows only (elsewhere they are exactly 0); both shapes split
+    # over tp.
+    kind = _row_kinds(M)[m]
+    special = np.flatnonzero(kind)  # rows with any such term (one pass; the flags on these)
+    special_kind = kind[special]
+
+    def rows_of(flag: int) -> np.ndarray:
+        return special[(special_kind & flag) != 0]
+
+    own = rows_of(_OWN_SLIDING)
+    if own.size:
+        s_heads, s_kv_heads = M.sliding_num_heads[m[own]], M.sliding_num_kv_heads[m[own]]
+        o_tp = ctp[own]
+        bad[own] |= (s_heads % o_tp != 0) | (
+            (mla[own] == 0) & (s_kv_heads % o_tp != 0) & (o_tp % s_kv_heads != 0)
+        )
     bad |= c.pp > M.num_layers[m]
     # a Mamba2 mixer splits its heads and B/C groups over tp
-    split = M.state_split_heads[m]
-    bad |= (split > 0) & (np.fmod(split, ctp) != 0)
+    split_rows = rows_of(_SPLIT_STATE)
+    if split_rows.size:
+        bad[split_rows] |= np.fmod(M.state_split_heads[m[split_rows]], ctp[split_rows]) != 0
     is_moe = n_exp > 0
     cep = np.maximum(c.ep, 1)
     bad |= is_moe & ((n_exp % cep != 0) | (stage_devices_i % cep != 0))
@@ -161,16 +200,24 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     linear_stage = M.linear_layers[m] * frac
     # single-sublayer blocks (block_pattern): FFN-only blocks attend nowhere, mixer-only blocks
     # have no FFN (both counts are 0 for layers of a mixer and an FFN)
-    mixerless_stage = M.mixerless_layers[m] * frac
-    full_stage = layers * frac - sliding_stage - linear_stage - mixerless_stage
+    full_stage = layers * frac - sliding_stage - linear_stage
+    blocks = rows_of(_BLOCKS)  # rows of single-sublayer block models
+    if blocks.size:
+        mixerless_stage = M.mixerless_layers[m[blocks]] * frac[blocks]
+        full_stage[blocks] -= mixerless_stage
     tfrac = frac
     moe_t = M.moe_layers[m] * tfrac
-    dense_t = layers * tfrac - moe_t - M.ffnless_layers[m] * tfrac
+    dense_t = layers * tfrac - moe_t
     sliding_t = M.sliding_layers[m] * tfrac
     linear_t = M.linear_layers[m] * tfrac
-    full_t = layers * tfrac - sliding_t - linear_t - mixerless_stage
+    full_t = layers * tfrac - sliding_t - linear_t
     # blocks ending in an attention-style all-reduce: every layer, or every mixer block
-    mixer_t = np.where(M.mixerless_layers[m] > 0, layers * tfrac - mixerless_stage, dense_t + moe_t)
+    mixer_t = dense_t + moe_t
+    if blocks.size:
+        o = blocks
+        dense_t[o] -= M.ffnless_layers[m[o]] * tfrac[o]
+        full_t[o] -= mixerless_stage
+        mixer_t[o] = layers[o] * tfrac[o] - mixerless_stage
     window = M.sliding_window[m]
     # A linear-attention layer's state is split over tp by heads, like KV heads.
     state_per_layer = M.state_bytes_per_layer[m] / tp
@@ -196,15 +243,21 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     )
     kv_share = np.where(mla > 0, 1.0, np.maximum(1.0 / tp, 1.0 / kv_heads))
     kv_per_layer_token = M.kv_elements_per_token_layer[m] * kv_share * kbytes
-    # a sliding layer of its own shape holds own_kv more per token than a full layer (exactly 0
-    # for models whose layers share one shape, so their figures are unchanged)
-    s_kv_share = np.where(mla > 0, 1.0, np.maximum(1.0 / tp, 1.0 / s_kv_heads))
-    own_kv = M.sliding_kv_elements_per_token_layer[m] * s_kv_share * kbytes - kv_per_layer_token
     held = kv_tokens_held(isl + osl + k_draft, full_stage, sliding_stage, window)
-    own_held = own_kv * sliding_stage * np.minimum(isl + osl + k_draft, window)
+    kv_bytes_per_stream = kv_per_layer_token * held + linear_stage * state_per_layer
+    # a sliding layer of its own shape holds own_kv more per token than a full layer
+    own_kv = own_attn = np.zeros(0)
+    if own.size:
+        o = own
+        s_kv_share = np.where(mla[o] > 0, 1.0, np.maximum(1.0 / tp[o], 1.0 / s_kv_heads))
+        own_kv = M.sliding_kv_elements_per_token_layer[m[o]] * s_kv_share * kbytes[o]
+        own_kv = own_kv - kv_per_layer_token[o]
+        kv_bytes_per_stream[o] += (
+            own_kv * sliding_stage[o] * np.minimum(isl[o] + osl[o] + k_draft[o], window[o])
+        )
     mem = memory_terms(
         weight_bytes=weights,
-        kv_bytes_per_stream=kv_per_layer_token * held + linear_stage * state_per_layer + own_held,
+        kv_bytes_per_stream=kv_bytes_per_stream,
         batch=batch,
         dp=dp,
         tp=tp,
@@ -249,8 +302,10 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     attn_per_ctx = M.attention_flops_per_token_ctx_layer[m] / tp
     attn_prefill_per_ctx = M.attention_prefill_flops_per_token_ctx_layer[m] / tp
     # a sliding layer of its own shape scores own_attn more FLOPs per context token (GQA:
-    # prefill as decode); 0 where the layers share one shape
-    own_attn = M.sliding_attention_flops_per_token_ctx_layer[m] / tp - attn_per_ctx
+    # prefill as decode)
+    if own.size:
+        own_attn = M.sliding_attention_flops_per_token_ctx_layer[m[own]] / tp[own]
+        own_attn = own_attn - attn_per_ctx[own]
     ctx_decode = kv_tokens_held(isl + 0.5 * osl, full_t, sliding_t, window)
     # mean context of a prefilled token: after the cached prefix, half-way through the rest
     ctx_prefill = kv_tokens_held(cached + 0.5 * fresh, full_t, sliding_t, window)
@@ -271,17 +326,22 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         full_layers=full_t,
         sliding_layers=sliding_t,
         window=window,
+        own_rows=own,
         own_kv=own_kv,
         own_attn=own_attn,
     )
     kv_read_per_stream = work.kv_read_per_stream
     # the state of a linear-attention layer is read and written back every decode step, at the
     # state kernels' measured rate; a Mamba2 mixer's convolution window at its conv kernel's
-    conv_per_layer = M.conv_state_bytes_per_layer[m] / tp
-    recurrent_per_layer = state_per_layer - conv_per_layer
-    state_rw_s = 2.0 * linear_t * recurrent_per_layer / (
-        peak_bw * A.state_bandwidth_fraction[a]
-    ) + 2.0 * linear_t * conv_per_layer / (peak_bw * A.mamba_conv_bandwidth_fraction[a])
+    state_rw_s = 2.0 * linear_t * state_per_layer / (peak_bw * A.state_bandwidth_fraction[a])
+    mamba = rows_of(_MAMBA)  # rows of Mamba2 models
+    if mamba.size:
+        o, ao = mamba, a[mamba]
+        conv_per_layer = M.conv_state_bytes_per_layer[m[o]] / tp[o]
+        recurrent_per_layer = state_per_layer[o] - conv_per_layer
+        state_rw_s[o] = 2.0 * linear_t[o] * recurrent_per_layer / (
+            peak_bw[o] * A.state_bandwidth_fraction[ao]
+        ) + 2.0 * linear_t[o] * conv_per_layer / (peak_bw[o] * A.mamba_conv_bandwidth_fraction[ao])
 
     # seconds of reading per stage step: fixed weights, all routed experts, KV per stream
     fixed_read_s = tfrac * rbytes * replicated / (tp * bw_r) + head_bytes / (pp * bw_head)
@@ -300,16 +360,18 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     ) / (attn_flops_rate)
     # the chunked linear-attention scan of a prefill runs at its own measured (low) rate
     state_prefill_rate = A.peak_flops[a, _BF16] * A.state_prefill_flops_fraction[a]
-    # and a Mamba2 mixer's causal convolution over the prompt at its measured bandwidth
-    conv_prefill_s = (
-        linear_t
-        * M.conv_bytes_per_token_layer[m]
-        / tp
-        / (peak_bw * A.mamba_conv_prefill_bandwidth_fraction[a])
-    )
     prefill_per_token_s = (
         work.prefill_flops_per_token / attn_prefill_rate + state_per_token / state_prefill_rate
-    ) + conv_prefill_s
+    )
+    if mamba.size:
+        # and a Mamba2 mixer's causal convolution over the prompt at its measured bandwidth
+        o = mamba
+        prefill_per_token_s[o] += (
+            linear_t[o]
+            * M.conv_bytes_per_token_layer[m[o]]
+            / tp[o]
+            / (peak_bw[o] * A.mamba_conv_prefill_bandwidth_fraction[a[o]])
+        )
 
     def busy_ranks(streams: FloatArray) -> FloatArray:
         """Attention ranks a step's streams occupy: at most dp, at least one."""

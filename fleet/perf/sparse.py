@@ -56,21 +56,31 @@ def attention_work(
     full_layers: FloatArray,
     sliding_layers: FloatArray,
     window: FloatArray,
-    own_kv: FloatArray | float = 0.0,
-    own_attn: FloatArray | float = 0.0,
+    own_rows: np.ndarray | None = None,
+    own_kv: FloatArray | None = None,
+    own_attn: FloatArray | None = None,
 ) -> AttentionWork:
     """Dense figures for every row (every context token read and scored), then the sparse rows
     (finite ``topk``) replaced: latents of the selected tokens, indexer keys and scores of all.
-    ``ctx_*`` are the dense layer-tokens (``kv_tokens_held`` at the mean context). Sliding
-    layers of their own shape (GQA only, never sparse) read ``own_kv`` bytes and score
-    ``own_attn`` FLOPs more per context token than a full layer (both 0 otherwise)."""
-    # sliding layer-tokens at the mean contexts ctx_* count: the prompt and half the output in
-    # decode, the cached prefix and half the rest in prefill
-    sliding_decode = sliding_layers * np.minimum(isl + 0.5 * osl, window)
-    sliding_prefill = sliding_layers * np.minimum(cached + 0.5 * (isl - cached), window)
-    kv_read = kv_per_layer_token * ctx_decode + own_kv * sliding_decode
-    decode = attn_per_ctx * ctx_decode + own_attn * sliding_decode
-    prefill = attn_prefill_per_ctx * ctx_prefill + own_attn * sliding_prefill
+    ``ctx_*`` are the dense layer-tokens (``kv_tokens_held`` at the mean context). On
+    ``own_rows``, sliding layers of their own shape (GQA only, never sparse) read ``own_kv``
+    bytes and score ``own_attn`` FLOPs more per context token than a full layer (one value per
+    row of ``own_rows``)."""
+    kv_read = kv_per_layer_token * ctx_decode
+    decode = attn_per_ctx * ctx_decode
+    prefill = attn_prefill_per_ctx * ctx_prefill
+    if own_rows is not None and own_rows.size:
+        o = own_rows
+        assert own_kv is not None and own_attn is not None
+        # sliding layer-tokens at the mean contexts ctx_* count: the prompt and half the output
+        # in decode, the cached prefix and half the rest in prefill
+        sliding_decode = sliding_layers[o] * np.minimum(isl[o] + 0.5 * osl[o], window[o])
+        sliding_prefill = sliding_layers[o] * np.minimum(
+            cached[o] + 0.5 * (isl[o] - cached[o]), window[o]
+        )
+        kv_read[o] += own_kv * sliding_decode
+        decode[o] += own_attn * sliding_decode
+        prefill[o] += own_attn * sliding_prefill
     sparse = np.flatnonzero(np.isfinite(topk))
     if sparse.size:
         s = sparse
