@@ -327,52 +327,10 @@ def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
 
 
 def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
-    """The catalog's [accelerators.kernel] figures from one accelerator's fits."""
+    """The catalog's [accelerators.kernel] figures from one accelerator's fits: every figure over
+    the dtypes its tables hold (``kernel_parts.kernel_figures``), plus the FP4 ones."""
     by = {f.kernel: f for f in fits}
-    if "gemm fp8" not in by or f"moe {MOE_EIGHT_SIXTEEN[-1]}" not in by:
-        return kp.partial_figures(by, MOE_EIGHT_SIXTEEN, call_latency_us)
-    out = {
-        # FLOP fractions: the compute regime's fits (kernel_tables.gemm_compute_rows).
-        "gemm_flops_fraction.bf16": by["gemm bf16 compute"].params["flops_fraction"],
-        # Both FP8 recipes are served as the model's one fp8 precision: geometric mean.
-        "gemm_flops_fraction.fp8": float(
-            np.sqrt(
-                by["gemm fp8 compute"].params["flops_fraction"]
-                * by["gemm fp8_block compute"].params["flops_fraction"]
-            )
-        ),
-        # Weight streaming: the decode regime's fits (kernel_tables.gemm_decode_rows).
-        "gemm_bandwidth_fraction": float(
-            np.sqrt(
-                by["gemm bf16 decode"].params["bandwidth_fraction"]
-                * by["gemm fp8 decode"].params["bandwidth_fraction"]
-            )
-        ),
-        "attention_bandwidth_fraction": float(
-            np.sqrt(
-                by["decode attention kv bfloat16"].params["bandwidth_fraction"]
-                * by["decode attention kv fp8"].params["bandwidth_fraction"]
-            )
-        ),
-        "context_attention_flops_fraction": by["context attention bf16"].params["flops_fraction"],
-        # Experts of 8/16-bit checkpoints: BF16, FP8 per-tensor and FP8 block-scaled kernels.
-        "moe_bandwidth_fraction": float(
-            np.exp(
-                np.mean(
-                    [np.log(by[f"moe {d}"].params["bandwidth_fraction"]) for d in MOE_EIGHT_SIXTEEN]
-                )
-            )
-        ),
-        "all_reduce_link_fraction": by["all-reduce"].params["link_fraction"],
-        "all_reduce_call_us_2": call_latency_us(by["all-reduce"], 2.0),
-        "all_reduce_call_us_4": call_latency_us(by["all-reduce"], 4.0),
-        "state_bandwidth_fraction": by["linear-attention state"].params["bandwidth_fraction"],
-        "state_prefill_flops_fraction": by["linear-attention prefill"].params["flops_fraction"],
-        "mamba_conv_bandwidth_fraction": by["mamba2 conv decode"].params["bandwidth_fraction"],
-        "mamba_conv_prefill_bandwidth_fraction": (
-            by["mamba2 conv prefill"].params["bandwidth_fraction"]
-        ),
-    }
+    out = kp.kernel_figures(by, MOE_EIGHT_SIXTEEN, call_latency_us)
     if "gemm fp4" in by:
         out["gemm_flops_fraction.fp4"] = by["gemm fp4 compute"].params["flops_fraction"]
         out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4 decode"].params["bandwidth_fraction"]

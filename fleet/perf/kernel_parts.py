@@ -88,16 +88,18 @@ def _geomean(values: Sequence[float]) -> float:
     return float(np.exp(np.mean(np.log(values))))
 
 
-def partial_figures(
+def kernel_figures(
     by: Mapping[str, F],
     moe_dtypes: Sequence[str],
     call_latency_us: Callable[[F, float], float],
 ) -> dict[str, float]:
-    """``figures`` of a part whose tables lack some dtypes (A100, L40S): each figure over the
-    dtypes measured, none for a kernel with no rows. 8-bit: FP8 (geometric mean of per-tensor
-    and block-scaled) where measured, else INT8 (SmoothQuant W8A8); MoE streaming over the
-    8/16-bit expert dtypes measured (of ``moe_dtypes``); linear attention only where its table
-    exists."""
+    """The [accelerators.kernel] figures but FP4's (``kernel_fit.figures`` adds those), each over
+    the dtypes the part's tables hold, none for a kernel with no rows (A100, L40S lack some):
+    FLOP fractions from the compute-regime fits, weight streaming from the decode-regime ones
+    (geometric mean of BF16 and the 8-bit format); 8-bit: FP8 (geometric mean of per-tensor and
+    block-scaled) where measured, else INT8 (SmoothQuant W8A8); decode-attention KV reads over
+    the KV dtypes measured; MoE streaming over the 8/16-bit expert dtypes measured (of
+    ``moe_dtypes``); linear attention and Mamba2 only where their tables exist."""
 
     def gemm(dtype: str, regime: str, param: str) -> float:
         return by[f"gemm {dtype} {regime}"].params[param]

@@ -282,18 +282,25 @@ def test_the_solver_reaches_the_brute_force_optimum(micro, catalog, arrays) -> N
     assert solved.objective_usd == pytest.approx(exact.objective_usd, rel=2e-3)
 
 
+def _with_pools(pools: list[tuple[str, str, str, int]]):
+    """A scenario edit adding pools (id, region, system, count) to the fleet."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc["fleet"]["pools"] += [
+            {"id": i, "region": r, "system": s, "count": n} for i, r, s, n in pools
+        ]
+
+    return edit
+
+
 def test_pools_of_estimated_accelerators_are_flagged(tiny_with, catalog) -> None:
     """One warning per pool whose accelerator has no measurements (MI300X: Hopper's fit as it is);
     measured (H100) and kernel-derived (B200) pools are not flagged."""
 
-    def edit(doc: dict[str, Any]) -> None:
-        doc["fleet"]["pools"] += [
-            {"id": "mi300x-a", "region": "r", "system": "mi300x-8", "count": 2},
-            {"id": "mi300x-b", "region": "s", "system": "mi300x-8", "count": 0},
-            {"id": "b200", "region": "r", "system": "hgx-b200-8", "count": 1},
-        ]
-
-    built = build(_scenario(tiny_with, edit), catalog)
+    pools = [("mi300x-a", "r", "mi300x-8", 2), ("mi300x-b", "s", "mi300x-8", 0)]
+    built = build(
+        _scenario(tiny_with, _with_pools([*pools, ("b200", "r", "hgx-b200-8", 1)])), catalog
+    )
     flagged = [w for w in built.warnings if "performance is an estimate" in w]
     assert [w.split(":")[0] for w in flagged] == ["pool mi300x-a", "pool mi300x-b"]
     assert "AMD Instinct MI300X" in flagged[0] and "h100-sxm/h200-sxm" in flagged[0]
@@ -306,14 +313,10 @@ def test_pools_of_accelerators_with_caveats_repeat_them(tiny_with, catalog) -> N
     cannot follow; A100: KV and expert reads at the weight-streaming ratio) is named in one
     warning per pool and caveat; parts without caveats are not."""
 
-    def edit(doc: dict[str, Any]) -> None:
-        doc["fleet"]["pools"] += [
-            {"id": "l40s", "region": "r", "system": "l40s-8", "count": 1},
-            {"id": "a100", "region": "s", "system": "hgx-a100-8", "count": 1},
-            {"id": "b200", "region": "r", "system": "hgx-b200-8", "count": 1},
-        ]
-
-    built = build(_scenario(tiny_with, edit), catalog)
+    pools = [("l40s", "r", "l40s-8", 1), ("a100", "s", "hgx-a100-8", 1)]
+    built = build(
+        _scenario(tiny_with, _with_pools([*pools, ("b200", "r", "hgx-b200-8", 1)])), catalog
+    )
     for pool, system in (("l40s", "l40s-8"), ("a100", "hgx-a100-8")):
         acc = catalog.accelerator(catalog.system(system).accelerator)
         assert acc.efficiency.caveats, acc.id
