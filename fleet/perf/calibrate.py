@@ -187,10 +187,10 @@ def fit(
     return {name: float(v) for name, v in zip(FACTOR_NAMES, result.x, strict=True)}
 
 
-def held_out_series(runs: MeasuredRuns, rows: np.ndarray) -> np.ndarray:
+def held_out_series(runs: MeasuredRuns, rows: np.ndarray, seed: int = SEED) -> np.ndarray:
     """Boolean per entry of ``rows``: its run series is in the seeded held-out quarter.
 
-    The draw depends only on the sorted distinct series and ``SEED``.
+    The draw depends only on the sorted distinct series of ``rows`` and ``seed``.
     """
     c = runs.configs
     series = [
@@ -199,20 +199,24 @@ def held_out_series(runs: MeasuredRuns, rows: np.ndarray) -> np.ndarray:
         for i in rows
     ]  # fmt: skip
     distinct = sorted(set(series))
-    pick = np.random.default_rng(SEED).random(len(distinct)) < HELD_OUT_FRACTION
+    pick = np.random.default_rng(seed).random(len(distinct)) < HELD_OUT_FRACTION
     held = {s for s, p in zip(distinct, pick, strict=True) if p}
     return np.asarray([s in held for s in series], dtype=bool)
 
 
 def held_out_check(
-    arrays: CatalogArrays, runs: MeasuredRuns, catalog: Catalog, ttft_weight: float = 0.0
+    arrays: CatalogArrays,
+    runs: MeasuredRuns,
+    catalog: Catalog,
+    ttft_weight: float = 0.0,
+    seed: int = SEED,
 ) -> tuple[dict[str, float], list[ErrorSummary]]:
     """Re-fit on the fit series only; the errors of both sides and per weight precision and per
     engine of the held-out side (``ErrorSummary`` groups "fit", "held-out", "held-out
     <precision>", "held-out engine <backend>"), all at the pooled factors and scheduler."""
     err = errors(arrays, runs, catalog)
     rows = err.rows[~err.duplicate]
-    held = held_out_series(runs, rows)
+    held = held_out_series(runs, rows, seed)
     factors = fit(arrays, runs.take(rows[~held]), catalog, ttft_weight=ttft_weight)
     refit = errors(with_factors(arrays, HOPPER, list(factors.values())), runs, catalog)
     fitted = ~refit.duplicate

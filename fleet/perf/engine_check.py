@@ -25,6 +25,7 @@ from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import (
     HOPPER,
     REPO_ROOT,
+    SEED,
     errors,
     fit,
     held_out_series,
@@ -48,12 +49,14 @@ class EngineHeldOut:
     """The same at the engine's multipliers and scheduler."""
 
 
-def held_out_by_engine(arrays: CatalogArrays, runs: MeasuredRuns) -> list[EngineHeldOut]:
+def held_out_by_engine(
+    arrays: CatalogArrays, runs: MeasuredRuns, seed: int = SEED
+) -> list[EngineHeldOut]:
     """Per engine and over all engines, calibrate's held-out runs at pooled and engine terms."""
     catalog = load_catalog()
     err = errors(arrays, runs, catalog)
     rows = err.rows[~err.duplicate]
-    held = held_out_series(runs, rows)
+    held = held_out_series(runs, rows, seed)
     pooled = fit(arrays, runs.take(rows[~held]), catalog)
     base = with_factors(arrays, HOPPER, list(pooled.values()))
     engine = np.asarray(runs.backend)[rows]

@@ -33,6 +33,7 @@ from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import (
     HOPPER,
     REPO_ROOT,
+    SEED,
     errors,
     fit,
     held_out_series,
@@ -77,14 +78,14 @@ def fit_pooled_overhead_ms(arrays: CatalogArrays, runs: MeasuredRuns) -> float:
 
 
 def _refit_on_fit_series(
-    arrays: CatalogArrays, runs: MeasuredRuns
+    arrays: CatalogArrays, runs: MeasuredRuns, seed: int = SEED
 ) -> tuple[np.ndarray, np.ndarray, CatalogArrays]:
     """Fitted rows (no multi-node duplicates), the held-out mask of the calibrate split, and the
     pooled factors re-fitted on its fit series."""
     catalog = load_catalog()
     err = errors(arrays, runs, catalog)
     rows = err.rows[~err.duplicate]
-    held = held_out_series(runs, rows)
+    held = held_out_series(runs, rows, seed)
     refit = fit(arrays, runs.take(rows[~held]), catalog)
     return rows, held, with_factors(arrays, HOPPER, list(refit.values()))
 
@@ -169,12 +170,14 @@ def leave_one_model_out(arrays: CatalogArrays, runs: MeasuredRuns) -> list[TtftR
     return out
 
 
-def held_out_series_check(arrays: CatalogArrays, runs: MeasuredRuns) -> list[TtftRow]:
+def held_out_series_check(
+    arrays: CatalogArrays, runs: MeasuredRuns, seed: int = SEED
+) -> list[TtftRow]:
     """The split of ``python -m fleet.perf.calibrate --held-out`` (a seeded quarter of all run
     series): the pooled factors and request overhead re-fitted on the fit series, each engine's
     multipliers and request overhead fitted on its fit series, both scored on the held-out
     series."""
-    rows, held, base = _refit_on_fit_series(arrays, runs)
+    rows, held, base = _refit_on_fit_series(arrays, runs, seed)
     base = with_terms(base, POOLED, fit_overhead_ms(base, runs, rows[~held], POOLED))
     engine = np.asarray(runs.backend)[rows]
     pooled = np.full(len(rows), np.nan)
