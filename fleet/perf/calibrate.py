@@ -190,18 +190,20 @@ def fit(
 def held_out_series(runs: MeasuredRuns, rows: np.ndarray, seed: int = SEED) -> np.ndarray:
     """Boolean per entry of ``rows``: its run series is in the seeded held-out quarter.
 
-    The draw depends only on the sorted distinct series of ``rows`` and ``seed``.
+    The draw depends only on ``seed`` and the sorted distinct series of every run in the file,
+    not on which of them the model evaluates: a change that lets the model evaluate more runs
+    (or fewer) leaves every series on the side it was drawn.
     """
     c = runs.configs
     series = [
         (runs.model_ids[i], runs.system_ids[i], int(c.weight_precision[i]), runs.backend[i],
          int(c.tp[i]), int(c.pp[i]), int(c.dp[i]), int(c.ep[i]), int(c.isl[i]), int(c.osl[i]))
-        for i in rows
+        for i in range(len(runs.model_ids))
     ]  # fmt: skip
     distinct = sorted(set(series))
     pick = np.random.default_rng(seed).random(len(distinct)) < HELD_OUT_FRACTION
     held = {s for s, p in zip(distinct, pick, strict=True) if p}
-    return np.asarray([s in held for s in series], dtype=bool)
+    return np.asarray([series[int(i)] in held for i in rows], dtype=bool)
 
 
 def held_out_check(

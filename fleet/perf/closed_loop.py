@@ -29,12 +29,13 @@ BENCHMARK_WAVES = 6.0
 """Waves of ``batch`` requests a closed-loop benchmark runs, chosen with ``REQUEST_OVERHEAD_S`` on
 the TTFTs of the measured Hopper runs (docs/calibration.md), where 4-12 waves fit about equally
 well."""
-REQUEST_OVERHEAD_S = 0.0625
+REQUEST_OVERHEAD_S = 0.080
 """Per-request serving cost outside the forward passes, pooled over engines (engines.toml carries
 each engine's own): the value on a 2.5 ms grid with the smallest median absolute TTFT error on the
 fit series of the calibration's held-out check (seeded three quarters of all run series, the
-pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 50 ms before, chosen by
-hand on all runs."""
+pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 62.5 ms on the draw before
+the held-out quarter was drawn over every run series and devices had their reported memory; 50 ms
+before that, chosen by hand on all runs."""
 
 
 def burst_share(prefill_first: FloatArray) -> FloatArray:

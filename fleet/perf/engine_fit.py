@@ -103,25 +103,28 @@ class Split:
 
 
 def split(arrays: CatalogArrays, runs: MeasuredRuns) -> Split:
-    """The rows the fit may use, and the seeded held-out quarter of each engine's series."""
+    """The rows the fit may use, and the seeded held-out quarter of each engine's series.
+
+    The quarter is drawn from the series of every single-node run in the file, not only of those
+    the model evaluates, so a change to what the model evaluates leaves the draw as it was.
+    """
     c = runs.configs
+    single = np.flatnonzero((c.tp * c.dp * c.pp) <= NODE_GPUS)
+    backend = np.asarray(runs.backend)
+    series = {
+        int(i): (runs.model_ids[i], runs.system_ids[i], int(c.weight_precision[i]), int(c.tp[i]),
+                 int(c.pp[i]), int(c.dp[i]), int(c.ep[i]), int(c.isl[i]), int(c.osl[i]))
+        for i in single
+    }  # fmt: skip
+    picked: set[tuple[str, tuple[object, ...]]] = set()
+    for e in sorted(set(backend[single].tolist())):
+        mine = sorted({series[int(i)] for i in single if backend[i] == e})
+        draw = np.random.default_rng(SEED).random(len(mine)) < HELD_OUT_FRACTION
+        picked |= {(e, s) for s, p in zip(mine, draw, strict=True) if p}
     rows = errors(arrays, runs, load_catalog()).rows
     rows = rows[(c.tp * c.dp * c.pp)[rows] <= NODE_GPUS]
-    engine = np.asarray(runs.backend)[rows]
-    series = [
-        (runs.model_ids[i], runs.system_ids[i], int(c.weight_precision[i]), int(c.tp[i]),
-         int(c.pp[i]), int(c.dp[i]), int(c.ep[i]), int(c.isl[i]), int(c.osl[i]))
-        for i in rows
-    ]  # fmt: skip
-    held = np.zeros(len(rows), dtype=bool)
-    for e in sorted(set(engine.tolist())):
-        mine = sorted({s for s, x in zip(series, engine, strict=True) if x == e})
-        rng = np.random.default_rng(SEED)
-        pick = set(
-            map(tuple, np.asarray(mine, dtype=object)[rng.random(len(mine)) < HELD_OUT_FRACTION])
-        )
-        held |= np.asarray([x == e and s in pick for s, x in zip(series, engine, strict=True)])
-    return Split(rows=rows, held_out=held, engine=engine)
+    held = np.asarray([(backend[i], series[int(i)]) in picked for i in rows], dtype=bool)
+    return Split(rows=rows, held_out=held, engine=backend[rows])
 
 
 def compute_precisions(runs: MeasuredRuns, arrays: CatalogArrays, rows: np.ndarray) -> list[str]:

@@ -27,7 +27,8 @@ import numpy as np
 from fleet.perf.types import FloatArray
 
 USABLE_FRACTION = 0.9
-"""vLLM's default gpu_memory_utilization; the rest is left to the driver and fragmentation."""
+"""vLLM's default gpu_memory_utilization, of the memory the device reports (the catalog's
+``memory_gb``); the rest is left to the driver and fragmentation."""
 HBM_RESERVED_FRACTION = 0.03
 """Runtime, CUDA graphs and NCCL buffers: ~2.4 GB on an 80 GB GPU."""
 PREFILL_CHUNK_TOKENS = 2048

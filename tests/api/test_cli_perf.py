@@ -97,7 +97,10 @@ def test_estimate_json(capsys: pytest.CaptureFixture[str]) -> None:
             ],
             "exceeds the scale-up domain",
         ),
-        (["--model", "llama-3.1-70b", "--accelerator", "h100-sxm", "--batch", "1"], "does not fit"),
+        (
+            ["--model", "llama-3.1-405b", "--accelerator", "h100-sxm", "--batch", "1"],
+            "does not fit",
+        ),
         (
             # wse3 defaults to bf16 (its only native format); fp8 must be asked for.
             [

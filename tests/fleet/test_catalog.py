@@ -177,8 +177,8 @@ def _broken_copy(tmp_path: Path, file: str, old: str, new: str) -> Path:
     [
         (
             "accelerators.toml",
-            "memory_gb = 80\n",
-            "memory_gb = -80\n",
+            "memory_gb = 85.52\n",
+            "memory_gb = -85.52\n",
             "memory_gb` (id 'h100-sxm')",
         ),
         ("accelerators.toml", "bf16 = 989.4\n", "bf16 = 989.4\nfp6 = 1.0\n", "fp6"),

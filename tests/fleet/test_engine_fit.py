@@ -40,7 +40,7 @@ def _median_tpot_tput(arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarra
     )
 
 
-MARGINS = {"trtllm": (0.004, 0.0), "sglang": (0.03, 0.05)}
+MARGINS = {"sglang": (0.03, 0.05)}
 """Held-out median absolute error (TPOT as a closed-loop benchmark measures it, tokens/s per GPU)
 the engine's factors must take off the pooled ones' at least. With each engine at its scheduler's
 benchmark TPOT (SGLang prefill-first: half a wave's prefill in a request's decode window) SGLang
@@ -68,8 +68,12 @@ def test_engine_factors_beat_pooled_on_held_out_runs(
     if engine in MARGINS:
         assert np.all(mine <= pooled - np.asarray(MARGINS[engine])), (pooled, mine)
     else:
-        # vLLM: the pooled factors already fit it best (8.5% TPOT); its factors stay within
-        # half a point of them on held-out runs
+        # vLLM and TensorRT-LLM: their factors stay within half a point of the pooled ones on
+        # held-out runs. Over ten draws of each engine's held-out quarter (seeds 20260-20269,
+        # multipliers re-fitted per draw) TensorRT-LLM's take -0.08 point off TPOT (range -0.37
+        # to +0.99) and -0.16 off tokens/s per GPU, vLLM's 0.45 and 0.32: neither is a gain
+        # the held-out data show. The 0.004 TPOT margin TensorRT-LLM was held to before
+        # 2026-11-24 was one draw's (over the series the model evaluated).
         assert np.all(mine <= pooled + 0.005), (pooled, mine)
 
 

@@ -65,9 +65,17 @@ def test_median_over_draws_within_the_bar(spread, name: str) -> None:  # type: i
     assert _median(spread, name) <= bar
 
 
+def test_pooled_tpot_and_throughput_hold_over_draws(spread) -> None:  # type: ignore[no-untyped-def]
+    """The pooled figures the single-draw test used to hold, on the median over draws: TPOT
+    12.5% and tokens/s per GPU 9.4%, both as before devices had the memory they report (on the
+    same twelve draws); not to lose more than half a point of."""
+    assert _median(spread, "TPOT, pooled factors") <= 0.125 + 0.005
+    assert _median(spread, "tokens/s per GPU, pooled factors") <= 0.094 + 0.005
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="known gap: at the pooled factors the median over draws is 12.7% TPOT and 32.3% "
+    reason="known gap: at the pooled factors the median over draws is 12.5% TPOT and 34.0% "
     "TTFT (docs/known-gaps.md); runs of a named engine are scored at its terms",
 )
 @pytest.mark.parametrize("name", ["TPOT, pooled factors", "TTFT, pooled factors"])

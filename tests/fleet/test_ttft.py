@@ -136,13 +136,14 @@ def test_pooled_overhead_is_the_fit(arrays: CatalogArrays, runs: MeasuredRuns) -
 def test_engine_ttft_terms_reach_the_bar_on_every_run(
     fitted: tuple[dict[str, float], list[tf.TtftRow]],
 ) -> None:
-    """Each run at its own engine's terms: median absolute TTFT error 25.8% over the 1,037 runs
-    (pooled terms 33.4%, 35.0% with the previous 50 ms overhead); the issue's bar is 30%. Per
-    engine on its fit series, pooled -> engine: TensorRT-LLM 24.6% -> 23.5%, vLLM 40.0% ->
-    22.7%, SGLang 69.3% -> 24.2%."""
+    """Each run at its own engine's terms: median absolute TTFT error 25.7% over the 1,050 runs
+    (pooled terms 33.5%); the issue's bar is 30%. Per engine on its fit series, pooled -> engine:
+    TensorRT-LLM 24.8% -> 24.6%, vLLM 46.5% -> 22.7%, SGLang 68.2% -> 23.8%. (1,037 runs, 25.4%
+    and 33.4% before devices had the memory they report: 13 runs that were beyond the KV
+    capacity now fit.)"""
     _, table = fitted
     every = _row(table, "all", "every run")
-    assert every.rows == 1037
+    assert every.rows == 1050
     assert every.pooled <= 0.335
     assert every.engine_terms <= 0.26
     for engine_id in ("trtllm", "vllm", "sglang"):
@@ -156,9 +157,11 @@ def test_engine_ttft_terms_hold_on_held_out_series(
     arrays: CatalogArrays, runs: MeasuredRuns
 ) -> None:
     """The held-out quarter of ``python -m fleet.perf.calibrate --held-out`` (every factor and
-    term re-fitted without it): TTFT 28.2% at the pooled terms (31.1% with the previous 50 ms
-    overhead) and 21.4% at each run's engine's terms, both under the issue's 30%; per engine,
-    pooled -> engine: TensorRT-LLM 25.4% -> 20.8%, vLLM 27.0% -> 22.8%, SGLang 69.2% -> 16.2%."""
+    term re-fitted without it): TTFT 27.2% at the pooled terms and 18.7% at each run's engine's
+    terms, both under the issue's 30%; per engine, pooled -> engine: TensorRT-LLM 19.4% ->
+    19.4%, vLLM 55.4% -> 12.1%, SGLang 73.8% -> 20.0%. The quarter is drawn over every run series
+    in the file (before 2026-11-24, over those the model evaluated: 28.2% / 21.4% on that draw);
+    over twelve draws the medians are 34.0% / 25.9% (tests/fleet/test_held_out_spread.py)."""
     table = tf.held_out_series_check(arrays, runs)
     held = _row(table, "all", "held-out")
     assert held.rows > 150
