@@ -19,12 +19,13 @@ from fleet.errors import InputError
 ACCELERATOR_IDS = {
     "h100-sxm", "h200-sxm", "b200", "gb200", "b300", "gb300", "mi300x", "mi325x",
     "tpu-v5e", "tpu-v5p", "tpu-v6e", "gaudi3", "wse3", "groq-lpu", "a100-sxm", "l40s",
+    "rtx-pro-6000-server",
 }  # fmt: skip
 SYSTEM_IDS = {
     "hgx-h100-8", "hgx-h200-8", "hgx-b200-8", "gb200-nvl72", "hgx-b300-8", "gb300-nvl72",
     "mi300x-8", "mi325x-8",
     "tpu-v5e-8", "tpu-v5e-16", "tpu-v5p-4chip", "tpu-v5p-64chip", "tpu-v6e-8", "tpu-v6e-64",
-    "gaudi3-8", "cs3", "groqrack", "hgx-a100-8", "l40s-8",
+    "gaudi3-8", "cs3", "groqrack", "hgx-a100-8", "l40s-8", "rtx-pro-6000-server-8",
 }  # fmt: skip
 MODEL_IDS = {
     "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "qwen3-32b", "qwen3-30b-a3b",
