@@ -5,6 +5,7 @@ on its 8-GPU PCIe server."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -13,8 +14,10 @@ from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
 from fleet.perf.explain import describe_problem
 from fleet.perf.model import estimate
+from fleet.perf.score import score
 from fleet.perf.transfer import resolve_efficiency
 from fleet.perf.types import Bound, Problem
+from tests.fleet.test_score import HEADER
 
 PART = "rtx-pro-6000-server"
 HOPPER = ("h100-sxm", "h200-sxm")
@@ -148,3 +151,19 @@ def test_int8_and_int4_are_refused_naming_the_field(
         assert describe_problem(catalog, configs, est, 0) == (
             f"precision: {PART} runs {p} weights neither natively nor weight-only"
         )
+
+
+def test_the_packages_system_names_are_scored(tmp_path: Path, catalog: Catalog) -> None:
+    """Rows of a serving log naming the package's system ids (invented figures in its format)
+    are scored on these servers, not counted as an unknown system."""
+    rows = [
+        "silicon_concurrency=16,trtllm,meta-llama/Llama-3.1-70B,rtx_pro_6000_server,agg,1024,"
+        "1024,fp8,fp8,16,2,1,,1,1,,,,,,,,,,,,,,,300,35",
+        "silicon_concurrency=8,vllm,meta-llama/Llama-3.1-8B,b60,agg,1024,1024,bf16,bf16,8,1,1,,"
+        "1,1,,,,,,,,,,,,,,,200,45",
+    ]
+    path = tmp_path / "log.csv"
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    result = score(catalog, path)
+    assert not result.uncovered
+    assert sorted(result.scored.accelerator.tolist()) == ["b60", PART]
