@@ -230,6 +230,8 @@ def _efficiency_problem(
     """(field, problem) when the efficiency basis and its figures disagree, else None."""
     eff = acc.efficiency
     given = [f for f in EFFICIENCY_FIGURES if getattr(eff, f) is not None]
+    if acc.family_kernel is not None and eff.basis != "kernel-transfer":
+        return "family_kernel", "only for basis 'kernel-transfer'"
     if eff.basis not in TRANSFERRED:
         if eff.transfer_from:
             return "efficiency.transfer_from", f"only for bases {sorted(TRANSFERRED)}"

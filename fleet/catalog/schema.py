@@ -193,6 +193,10 @@ class Accelerator(Frozen, frozen=True, kw_only=True):
     efficiency: Efficiency
     kernel: KernelFigures | None = None
     """Measured kernel efficiencies, where kernel tables of this part exist."""
+    family_kernel: KernelFigures | None = None
+    """The ``transfer_from`` family's kernel figures measured with the engine this part's tables
+    were, where that is not the family's own [accelerators.kernel] engine (TensorRT-LLM): the
+    reference this part's kernel ratios are taken against (Intel Arc Pro B60: vLLM only)."""
     sources: dict[str, str]
 
     @property

@@ -16,10 +16,10 @@ Held-out split: a seeded quarter (``SEED``) of each engine's run series — a se
 never seen by the fit and only scored. Rows the model rejects and the rows labelled multi-node
 (which repeat single-node runs, docs/calibration.md) are left out.
 
-Blackwell (b200, gb200) and Blackwell Ultra (b300, gb300) have per-engine kernel tables but no
-runs: each kernel part of an engine's Hopper multiplier is moved by how that engine's kernels
-compare with TensorRT-LLM's on the part, against the same comparison on Hopper
-(``fleet.perf.kernel_engines``):
+Blackwell (b200, gb200, and the PCIe RTX PRO 6000 Server Edition) and Blackwell Ultra (b300,
+gb300) have per-engine kernel tables but no runs: each kernel part of an engine's Hopper
+multiplier is moved by how that engine's kernels compare with TensorRT-LLM's on the part,
+against the same comparison on Hopper (``fleet.perf.kernel_engines``):
     m_blackwell = m_hopper x (e / trtllm on the part) / (e / trtllm on Hopper),
 for bandwidth (GEMM BF16 weight streaming in the decode regime), flops per precision (GEMM of
 that precision in the compute regime), link
@@ -64,7 +64,9 @@ PRIOR_SD = 0.1
 many rows agree (0.25 and 0.5 fit vLLM's and TensorRT-LLM's held-out rows worse)."""
 BOUNDS = (0.25, 4.0)
 NODE_GPUS = 8
-BLACKWELL = ("b200", "gb200", "b300", "gb300")
+BLACKWELL = ("b200", "gb200", "b300", "gb300", "rtx-pro-6000-server")
+"""Parts with every engine's kernel tables at ``kernel_engines.ENGINES``' versions (RTX PRO 6000
+Blackwell Server Edition, SM120, included) and no runs: their multipliers move by kernel ratio."""
 MIN_CALL_US = 0.5
 """A fitted all-reduce call latency below this is no measurement (one NVLink hop alone takes
 ~1-2 us): the fit put the table's small messages on the bandwidth term. SGLang's GB300 table

@@ -66,8 +66,9 @@ per-channel weight-only kernels), fitted after the others where present."""
 MOE_EIGHT_SIXTEEN = ("bf16", "fp8", "fp8_block")
 MOE_FP4 = "mxfp4"
 """The FP4 expert kernel whose routing the table fixes: TensorRT-LLM's TRTLLM-Gen MXFP4 x MXFP8
-MoE. The NVFP4 rows are the CUTLASS kernel (balanced routing) and the TRTLLM-Gen min-latency
-kernel (DeepSeek's group-limited gate, touched experts unknown); docs/calibration.md compares."""
+MoE (its CUTLASS kernel on RTX PRO 6000, SM120). The NVFP4 rows are the CUTLASS kernel
+(balanced routing) and the TRTLLM-Gen min-latency kernel (DeepSeek's group-limited gate, touched
+experts unknown); docs/calibration.md compares."""
 
 
 @dataclass(frozen=True, slots=True)

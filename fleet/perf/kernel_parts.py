@@ -1,10 +1,12 @@
-"""Parts whose kernel tables lack some kernels (A100, L40S): what each table holds, and the
-catalog's [accelerators.kernel] figures from the fits that exist.
+"""Parts whose kernel tables lack some kernels (A100, L40S, RTX PRO 6000): what each table
+holds, and the catalog's [accelerators.kernel] figures from the fits that exist.
 
 The Hopper and Blackwell parts have every table ``fleet.perf.kernel_fit`` reads, at TensorRT-LLM
 1.3.0rc20. A100's are TensorRT-LLM 1.0.0's (``kernel_tables.ENGINE_VERSIONS``): BF16, SmoothQuant
 W8A8 and weight-only INT4/INT8 GEMMs, BF16 attention, power-law routed BF16 MoE only, no
-linear-attention table. L40S's lack the block-scaled FP8 MoE rows and every FP4 kernel. A kernel
+linear-attention table. L40S's lack the block-scaled FP8 MoE rows and every FP4 kernel. RTX PRO
+6000 Blackwell Server Edition (SM120) has every table, FP4 included, but its block-scaled FP8 MoE
+rows are a Triton kernel, not one of ``kernel_tables.MOE_KERNELS``, so they are not read. A kernel
 or dtype a part lacks is skipped and its figure left out, never stood in for: the efficiency
 transfer (``fleet.perf.transfer``) then says what replaces it.
 """

@@ -3,7 +3,8 @@
 The PyPI package ``aiconfigurator-core`` (Apache-2.0, NVIDIA) ships kernel timings collected on
 each GPU under ``aiconfigurator_core/systems/data/<system>/<kernel>/<engine>/<version>/``. We read
 the TensorRT-LLM tables (the most complete engine: every kernel below exists for the Hopper and
-Blackwell parts; A100 and L40S lack some, ``available``) and NCCL for all-to-all. Latencies in
+Blackwell parts; A100, L40S and RTX PRO 6000 lack some, ``kernel_parts.available``) and NCCL for
+all-to-all. Latencies in
 the tables are milliseconds; message sizes are elements.
 
 Get the data (81 MB):
@@ -34,8 +35,10 @@ SYSTEMS = {
     "gb300": "gb300",
     "a100-sxm": "a100_sxm",
     "l40s": "l40s",
+    "rtx-pro-6000-server": "rtx_pro_6000_server",
 }
-"""Catalog accelerator id -> the package's system directory."""
+"""Catalog accelerator id -> the package's system directory. RTX PRO 6000 Blackwell Server
+Edition's tables are at the Hopper/Blackwell versions (TensorRT-LLM 1.3.0rc20, NCCL 2.29.2)."""
 ENGINE = "trtllm"
 ENGINE_VERSION = "1.3.0rc20"
 NCCL_VERSION = "2.29.2"
@@ -77,7 +80,10 @@ takes from this table (prefill-sized calls are compute bound and charged at the 
 MOE_KERNELS = ("moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm")
 """Gated (SwiGLU) kernels read with the table's balanced routing. The min-latency NVFP4 rows
 route through DeepSeek's group-limited gate (8 groups, 4 kept), so the experts they touch are not
-the balanced logits' and their bytes are unknown; the non-gated rows are one model's shape."""
+the balanced logits' and their bytes are unknown; the non-gated rows are one model's shape. RTX
+PRO 6000's block-scaled FP8 rows are a Triton kernel (``moe_torch_flow_triton_fp8_block``), 1.8x
+the per-tensor FP8 CUTLASS kernel's latency at the same shapes (median): not read, a caveat of
+that part instead (its figure would not be the family's kernel of that dtype)."""
 DECODE_ATTENTION_MIN_KV_BYTES = 2.0**26
 """Decode-attention rows whose call reads at least this much KV cache (64 MiB: a layer's KV of
 16 streams at 1k context for a model with 8 KV heads of 128 in BF16): at HBM speed the read

@@ -28,9 +28,11 @@ family's factors and scales each by how its kernels compare with the family's
 - collective_overhead_us + the difference in small-message all-reduce latency (2 and 4 devices),
   net of the catalog's difference in hop latency, which the model already charges; >= 0;
 - step_overhead_us and layer_overhead_us as the family's (serving software, not kernels).
-The family's kernel figure is the geometric mean over its members. ``hopper-transfer-estimate``
-parts take the family's factors unchanged. Runs when the catalog becomes arrays
-(``fleet.perf.arrays.build_arrays``), so a re-fit of the family propagates.
+The family's kernel figure is the geometric mean over its members, or the part's own
+``family_kernel`` block where its tables are of another engine than the family's figures (Intel
+Arc Pro B60: vLLM only; the block holds Hopper's vLLM figures, already a geometric mean).
+``hopper-transfer-estimate`` parts take the family's factors unchanged. Runs when the catalog
+becomes arrays (``fleet.perf.arrays.build_arrays``), so a re-fit of the family propagates.
 """
 
 from __future__ import annotations
@@ -178,7 +180,8 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
     """``acc``'s factors from the family's fitted ones and both parts' kernel figures."""
     base = _given(family[0])
     k = acc.kernel
-    ks = [f.kernel for f in family]
+    # The family's figures of this part's engine where its tables are another engine's (B60).
+    ks = [acc.family_kernel] if acc.family_kernel is not None else [f.kernel for f in family]
     if k is None or any(x is None for x in ks):
         raise ValueError(f"{acc.id}: kernel-transfer needs kernel figures")
     fam = [x for x in ks if x is not None]

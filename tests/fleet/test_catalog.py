@@ -19,12 +19,14 @@ from fleet.errors import InputError
 ACCELERATOR_IDS = {
     "h100-sxm", "h200-sxm", "b200", "gb200", "b300", "gb300", "mi300x", "mi325x",
     "tpu-v5e", "tpu-v5p", "tpu-v6e", "gaudi3", "wse3", "groq-lpu", "a100-sxm", "l40s",
+    "rtx-pro-6000-server", "b60",
 }  # fmt: skip
 SYSTEM_IDS = {
     "hgx-h100-8", "hgx-h200-8", "hgx-b200-8", "gb200-nvl72", "hgx-b300-8", "gb300-nvl72",
     "mi300x-8", "mi325x-8",
     "tpu-v5e-8", "tpu-v5e-16", "tpu-v5p-4chip", "tpu-v5p-64chip", "tpu-v6e-8", "tpu-v6e-64",
-    "gaudi3-8", "cs3", "groqrack", "hgx-a100-8", "l40s-8",
+    "gaudi3-8", "cs3", "groqrack", "hgx-a100-8", "l40s-8", "rtx-pro-6000-server-8",
+    "b60-8",
 }  # fmt: skip
 MODEL_IDS = {
     "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "qwen3-32b", "qwen3-30b-a3b",
@@ -213,6 +215,14 @@ def _broken_copy(tmp_path: Path, file: str, old: str, new: str) -> Path:
             'native_precisions = ["bf16", "int8"]\nweight_only_precisions = ["int4"]',
             'native_precisions = ["bf16", "fp8", "int8"]\nweight_only_precisions = ["int4"]',
             "native_precisions (id 'a100-sxm'): fp8 has no kernel.gemm_flops_fraction figure",
+        ),
+        (
+            "accelerators.toml",
+            'basis = "kernel-transfer"\ntransfer_from = ["h100-sxm", "h200-sxm"]\ncaveats = [\n'
+            '  "figures transferred from Hopper through vLLM',
+            'basis = "hopper-transfer-estimate"\ntransfer_from = ["h100-sxm", "h200-sxm"]\n'
+            'caveats = [\n  "figures transferred from Hopper through vLLM',
+            "family_kernel (id 'b60'): only for basis 'kernel-transfer'",
         ),
     ],
 )
