@@ -19,7 +19,8 @@ Column mapping (``parse_row``):
   x the attention-DP ranks (``batch_size`` is per rank with attention DP);
 - weight precision: ``QUANT_PRECISIONS`` of ``moe_quant_mode`` on an MoE model (the experts' format,
   which the catalog's precision of an MoE variant means), else of ``gemm_quant_mode``: fp8 /
-  fp8_block -> fp8, nvfp4 / mxfp4 -> fp4, int4 weight-only -> int4, empty -> bf16; the KV cache
+  fp8_block -> fp8, nvfp4 / mxfp4 (and their weight-only modes) -> fp4, int4 weight-only and
+  w4afp8 -> int4, int8 weight-only and SmoothQuant -> int8, empty / bfloat16 -> bf16; the KV cache
   precision is not recorded, so it takes ``default_kv_precision`` (FP8 with FP8/FP4 weights);
 - ``mode`` = ``disagg`` rows: the same per-worker columns with ``prefill_`` / ``decode_`` prefixes
   and ``prefill_num_workers`` / ``decode_num_workers`` (``DisaggRun``);
@@ -45,18 +46,33 @@ from fleet.perf.types import Configs, FloatArray, IntArray
 QUANT_PRECISIONS = {
     "": "bf16",
     "bf16": "bf16",
+    "bfloat16": "bf16",
     "fp16": "bf16",
+    "float16": "bf16",
     "fp8": "fp8",
     "fp8_block": "fp8",
     "fp8_static": "fp8",
+    "fp8_ootb": "fp8",
     "nvfp4": "fp4",
+    "nvfp4_wo": "fp4",
+    "w4a16_nvfp4": "fp4",
     "mxfp4": "fp4",
+    "w4a16_mxfp4": "fp4",
+    "w4a16_mxfp4_cutlass": "fp4",
     "w4a8_mxfp4_mxfp8": "fp4",
+    "w4a8_mxfp4_mxfp8_trtllm": "fp4",
     "int4_wo": "int4",
     "w4a16": "int4",
+    "w4afp8": "int4",
     "int8_wo": "int8",
+    "sq": "int8",
 }
-"""aiconfigurator-core's quantization modes -> catalog weight precisions."""
+"""aiconfigurator-core's quantization modes (the GEMM and MoE mode enums of its 0.12.0 SDK,
+``sdk/common.py``) -> catalog weight precisions. The catalog's precision is the weights' storage
+format; whether the math runs at it or dequantizes to BF16 is the accelerator's (its native and
+weight-only precisions): NVFP4 / MXFP4 weight-only modes (``nvfp4_wo``, ``w4a16_*``) are 4-bit
+floats, ``w4afp8`` (DeepSeek's INT4 experts with FP8 activations) 4-bit integers, ``sq``
+(SmoothQuant W8A8) 8-bit integers."""
 CSV_NAME = "measured_calibration.csv"
 
 

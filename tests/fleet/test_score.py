@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from fleet.perf import calibrate
 from fleet.perf.arrays import build_arrays
 from fleet.perf.configs import make_configs
 from fleet.perf.engines import engine_arrays
-from fleet.perf.measured import load_measured, read_log
+from fleet.perf.measured import QUANT_PRECISIONS, load_measured, read_log
 from fleet.perf.model import estimate
 from fleet.perf.score import main, queued, score
 from tests.fleet.measured_runs import MEASURED_CSV, needs_runs
@@ -166,3 +167,39 @@ def test_the_reference_runs_score_as_the_calibration_computes_them(catalog: Cata
     tput = (s.tput[inside] / s.measured_tput[inside] - 1.0)[by_line]
     np.testing.assert_allclose(tpot, err.tpot, rtol=1e-12)
     np.testing.assert_allclose(tput, err.tokens_per_s_per_gpu, rtol=1e-12)
+
+
+SDK_COMMON = (
+    Path(__file__).resolve().parents[2]
+    / "build" / "aic" / "whl" / "aiconfigurator_core" / "sdk" / "common.py"
+)  # fmt: skip
+
+
+@pytest.mark.skipif(not SDK_COMMON.exists(), reason=f"aiconfigurator-core SDK not at {SDK_COMMON}")
+def test_every_quant_mode_of_the_log_format_has_a_precision() -> None:
+    """A serving log names its GEMM and MoE formats by the members of aiconfigurator-core's
+    ``GEMMQuantMode`` and ``MoEQuantMode``; each maps to a catalog precision, so no row of a
+    known model and system is left unscored for its format's name."""
+    text = SDK_COMMON.read_text()
+    modes: set[str] = set()
+    for enum in ("GEMMQuantMode", "MoEQuantMode"):
+        body = text.split(f"class {enum}(Enum):", 1)[1].split("\nclass ", 1)[0]
+        modes |= set(re.findall(r"^    (\w+) = QuantMapping\(", body, flags=re.M))
+    assert len(modes) >= 15
+    assert sorted(modes - set(QUANT_PRECISIONS)) == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "precision"),
+    [("bfloat16", "bf16"), ("sq", "int8"), ("w4a16_mxfp4", "fp4"), ("w4afp8", "int4")],
+)
+def test_quant_modes_read_as_their_weight_format(
+    tmp_path: Path, catalog: Catalog, mode: str, precision: str
+) -> None:
+    row = ROWS["agg"].replace(",fp8,fp8,", f",{mode},{mode},", 1)
+    assert row != ROWS["agg"]
+    path = tmp_path / "log.csv"
+    path.write_text(f"{HEADER}\n{row}\n")
+    log = read_log(catalog, path)
+    assert not log.skipped
+    assert [PRECISIONS[p] for p in log.aggregated.configs.weight_precision] == [precision]
