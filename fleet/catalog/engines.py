@@ -92,6 +92,10 @@ class Scheduling(Frozen, frozen=True, kw_only=True):
     a closed loop's waves stay bursts; False for mixed chunked-prefill schedulers."""
     request_overhead_ms: Annotated[float, Meta(ge=0.0, le=2000.0)]
     """Per-request cost outside the forward passes (HTTP, tokenization, scheduling)."""
+    kv_cache_of_free_memory: bool = False
+    """The KV pool is the usable fraction of the memory left after the weights and the warm-up's
+    workspace (TensorRT-LLM's ``free_gpu_memory_fraction``), not the usable fraction of the
+    device's memory less both (vLLM's ``gpu_memory_utilization``, the default)."""
     sources: dict[str, str]
 
 
@@ -121,7 +125,10 @@ def engine_problem(engine: Engine, accelerators: set[str]) -> tuple[str, str] | 
     if engine.id == POOLED:
         return "id", f"{POOLED!r} is the pooled default and cannot be redefined"
     if engine.scheduling is not None:
-        missing = [n for n in SCHEDULING_FIELDS if n not in engine.scheduling.sources]
+        needed = list(SCHEDULING_FIELDS)
+        if engine.scheduling.kv_cache_of_free_memory:
+            needed.append("kv_cache_of_free_memory")
+        missing = [n for n in needed if n not in engine.scheduling.sources]
         if missing:
             return "scheduling.sources", f"no source for {missing}"
     seen: set[str] = set()

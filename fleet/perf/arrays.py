@@ -179,6 +179,9 @@ class AcceleratorArrays:
     prefill_first: FloatArray
     """1 where the engine's scheduler prefills waiting requests before decoding (closed-loop
     waves stay bursts), 0 for mixed chunked-prefill schedulers and the pooled default."""
+    kv_of_free_memory: FloatArray
+    """1 where the engine sizes its KV pool as a fraction of the memory free after weights and
+    workspace (``fleet.perf.memory.memory_terms``), 0 for a fraction of the device's memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,9 +256,12 @@ class CatalogArrays:
             new[name] = column
         return dataclasses.replace(self, accelerators=dataclasses.replace(acc, **new))
 
-    def with_scheduling(self, *, request_overhead_s: float, prefill_first: bool) -> CatalogArrays:
-        """A copy whose every accelerator takes an engine's closed-loop TTFT terms (serving
-        software: the same on every part; ``fleet.perf.closed_loop``)."""
+    def with_scheduling(
+        self, *, request_overhead_s: float, prefill_first: bool, kv_of_free_memory: bool = False
+    ) -> CatalogArrays:
+        """A copy whose every accelerator takes an engine's closed-loop TTFT terms and KV budget
+        rule (serving software: the same on every part; ``fleet.perf.closed_loop``,
+        ``fleet.perf.memory``)."""
         acc = self.accelerators
         n = len(acc.ids)
         return dataclasses.replace(
@@ -264,6 +270,7 @@ class CatalogArrays:
                 acc,
                 request_overhead_s=np.full(n, request_overhead_s),
                 prefill_first=np.full(n, 1.0 if prefill_first else 0.0),
+                kv_of_free_memory=np.full(n, 1.0 if kv_of_free_memory else 0.0),
             ),
         )
 
@@ -473,6 +480,7 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         collective_overhead_s=col(lambda a: eff[a.id].collective_overhead_us * 1e-6),
         request_overhead_s=col(lambda a: REQUEST_OVERHEAD_S),
         prefill_first=col(lambda a: 0.0),
+        kv_of_free_memory=col(lambda a: 0.0),
     )
 
 

@@ -93,6 +93,15 @@ SCHEDULERS = {
 }
 """Engine id -> (prefill_first, source)."""
 
+KV_OF_FREE_MEMORY = {
+    "trtllm": "TensorRT-LLM sizes its KV pool as KvCacheConfig.free_gpu_memory_fraction (default "
+    "0.9) of the memory free after the weights load and a warm-up forward pass of max_num_tokens "
+    "(TensorRT-LLM docs, KV cache configuration; tensorrt_llm/_torch/pyexecutor/_util.py); vLLM "
+    "and SGLang take a fraction of the device's memory, the weights inside it",
+}
+"""Engines whose KV pool is a fraction of the memory free after the weights
+(``kv_cache_of_free_memory``) -> the source."""
+
 
 @dataclass(frozen=True, slots=True)
 class Split:
@@ -150,10 +159,13 @@ def with_scheduler(
 ) -> CatalogArrays:
     """``arrays`` with ``engine``'s documented scheduler (``SCHEDULERS``; a mixed one for an
     engine not listed), which sets the share of prefill a request's TPOT sees
-    (``fleet.perf.closed_loop``), and a request overhead (TTFT only; default the pooled one)."""
+    (``fleet.perf.closed_loop``), its KV budget rule (``KV_OF_FREE_MEMORY``) and a request
+    overhead (TTFT only; default the pooled one)."""
     prefill_first = SCHEDULERS[engine][0] if engine in SCHEDULERS else False
     return arrays.with_scheduling(
-        request_overhead_s=request_overhead_s, prefill_first=prefill_first
+        request_overhead_s=request_overhead_s,
+        prefill_first=prefill_first,
+        kv_of_free_memory=engine in KV_OF_FREE_MEMORY,
     )
 
 

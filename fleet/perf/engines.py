@@ -69,6 +69,7 @@ def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> Ca
         arrays = arrays.with_scheduling(
             request_overhead_s=engine.scheduling.request_overhead_ms * 1e-3,
             prefill_first=engine.scheduling.prefill_first,
+            kv_of_free_memory=engine.scheduling.kv_cache_of_free_memory,
         )
     return arrays
 

@@ -86,8 +86,15 @@ def memory_terms(
     vocab_size: FloatArray,
     memory_bytes: FloatArray,
     is_sram: FloatArray,
+    kv_of_free_memory: FloatArray | float = 0.0,
 ) -> MemoryTerms:
-    """KV and workspace for ``batch`` streams, totals, and the largest batch that fits."""
+    """KV and workspace for ``batch`` streams, totals, and the largest batch that fits.
+
+    Usable memory is ``USABLE_FRACTION`` of the device's (vLLM's rule: the KV pool is what that
+    leaves after weights and workspace); where ``kv_of_free_memory`` is 1 the KV pool is instead
+    ``USABLE_FRACTION`` of what the weights and workspace leave free (TensorRT-LLM's rule), so
+    usable memory is that pool plus the weights and workspace.
+    """
     streams = np.ceil(batch / dp)
     reserve = np.where(is_sram > 0, 0.0, HBM_RESERVED_FRACTION * memory_bytes)
     chunk = np.where(is_sram > 0, 0.0, np.minimum(isl, PREFILL_CHUNK_TOKENS))
@@ -97,7 +104,10 @@ def memory_terms(
     kv = kv_bytes_per_stream * streams
     workspace = fixed_ws + per_stream * streams
     total = weight_bytes + kv + workspace
-    usable = USABLE_FRACTION * memory_bytes
+    of_free = np.where(is_sram > 0, 0.0, kv_of_free_memory)
+    usable = USABLE_FRACTION * memory_bytes + of_free * (1.0 - USABLE_FRACTION) * (
+        weight_bytes + fixed_ws
+    )
     room = usable - weight_bytes - fixed_ws
     max_streams = np.floor(np.maximum(room, 0.0) / (kv_bytes_per_stream + per_stream))
     return MemoryTerms(

@@ -266,6 +266,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         vocab_size=M.vocab_size[m],
         memory_bytes=A.memory_bytes[a],
         is_sram=A.is_sram[a],
+        kv_of_free_memory=A.kv_of_free_memory[a],
     )
     fits = (mem.total_bytes <= mem.usable_bytes) & (problem == Problem.OK)
     problem[(problem == Problem.OK) & ~fits] = Problem.DOES_NOT_FIT

@@ -40,7 +40,14 @@ from fleet.perf.calibrate import (
     with_factors,
 )
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
-from fleet.perf.engine_fit import ENGINES, SCHEDULERS, fit_engine, split, with_scheduler
+from fleet.perf.engine_fit import (
+    ENGINES,
+    KV_OF_FREE_MEMORY,
+    SCHEDULERS,
+    fit_engine,
+    split,
+    with_scheduler,
+)
 from fleet.perf.engines import apply
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
@@ -199,14 +206,18 @@ def held_out_series_check(
 def scheduling_toml(engine: str, overhead_ms: float) -> list[str]:
     """The ``[engines.scheduling]`` table of ``engine`` for fleet/data/engines.toml."""
     prefill_first, source = SCHEDULERS[engine]
+    kv_source = KV_OF_FREE_MEMORY.get(engine)
+    kv = ["kv_cache_of_free_memory = true"] if kv_source else []
     return [
         "",
         "[engines.scheduling]",
         f"prefill_first = {'true' if prefill_first else 'false'}",
         f"request_overhead_ms = {overhead_ms:g}",
+        *kv,
         "[engines.scheduling.sources]",
         f'prefill_first = "{source}"',
         f'request_overhead_ms = "{OVERHEAD_SOURCE}"',
+        *([f'kv_cache_of_free_memory = "{kv_source}"'] if kv_source else []),
     ]
 
 

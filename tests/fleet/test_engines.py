@@ -147,3 +147,51 @@ def test_without_an_engines_file_only_the_pooled_default_exists(tmp_path: Path) 
     for name in FILES[:3]:
         (tmp_path / name).write_bytes((DATA_DIR / name).read_bytes())
     assert load_catalog(tmp_path).engine_ids == (POOLED,)
+
+
+def test_tensorrt_llm_sizes_its_kv_pool_from_the_memory_free_after_the_weights(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """TensorRT-LLM's KV pool is 0.9 of what the weights and workspace leave free; vLLM's
+    (and the pooled default's) is 0.9 of the device's memory less both. Llama 3.1 70B FP8 on
+    one H200: the pool grows by 0.1 of the weights and workspace, and so does the largest batch,
+    while the figures of a batch that fits either way do not move."""
+    configs = make_configs(
+        catalog, model=["llama-3.1-70b"] * 2, system=["hgx-h200-8"] * 2, tp=[1, 1],
+        precision=["fp8"] * 2, batch=[8, 16], isl=[1024] * 2, osl=[8192] * 2,
+    )  # fmt: skip
+    pooled = estimate(arrays, configs)
+    vllm = estimate(engine_arrays(catalog, arrays, "vllm"), configs)
+    trt = estimate(engine_arrays(catalog, arrays, "trtllm"), configs)
+    assert catalog.engines["trtllm"].scheduling.kv_cache_of_free_memory  # type: ignore[union-attr]
+    assert not catalog.engines["vllm"].scheduling.kv_cache_of_free_memory  # type: ignore[union-attr]
+    memory = catalog.accelerator("h200-sxm").memory_bytes
+    weights = pooled.weight_bytes_per_device[0]
+    per_stream = (pooled.memory_bytes_per_device[1] - pooled.memory_bytes_per_device[0]) / 8
+    fixed = pooled.memory_bytes_per_device[0] - weights - 8 * per_stream
+    assert 0.03 * memory <= fixed <= 0.04 * memory  # runtime reserve + one prefill chunk
+    assert (
+        pooled.max_batch[0]
+        == vllm.max_batch[0]
+        == int((0.9 * memory - weights - fixed) // per_stream)
+    )
+    assert trt.max_batch[0] == int(0.9 * (memory - weights - fixed) // per_stream)
+    assert trt.max_batch[0] > vllm.max_batch[0]
+    np.testing.assert_array_equal(trt.tpot_s, estimate(
+        engine_arrays(catalog, arrays, "trtllm").with_scheduling(
+            request_overhead_s=0.08, prefill_first=False, kv_of_free_memory=False
+        ),
+        configs,
+    ).tpot_s)  # fmt: skip
+
+
+def test_the_kv_rule_leaves_sram_parts_alone(catalog: Catalog, arrays: CatalogArrays) -> None:
+    configs = make_configs(
+        catalog, model=["llama-3.1-8b"], system=["cs3"], tp=[1], precision=["bf16"],
+        batch=[1], isl=[1024], osl=[256],
+    )  # fmt: skip
+    free = arrays.with_scheduling(
+        request_overhead_s=0.0, prefill_first=False, kv_of_free_memory=True
+    )
+    device = arrays.with_scheduling(request_overhead_s=0.0, prefill_first=False)
+    assert estimate(free, configs).max_batch[0] == estimate(device, configs).max_batch[0]

@@ -82,10 +82,15 @@ def test_engines_carry_their_scheduling(catalog: Catalog, arrays: CatalogArrays)
     assert np.all(pooled.prefill_first == 0.0)
     for engine_id in ("trtllm", "vllm", "sglang"):
         sched = catalog.engines[engine_id].scheduling
-        assert sched is not None and set(sched.sources) == {"prefill_first", "request_overhead_ms"}
+        assert sched is not None
+        given = {"prefill_first", "request_overhead_ms"}
+        if sched.kv_cache_of_free_memory:
+            given.add("kv_cache_of_free_memory")
+        assert set(sched.sources) == given
         acc = engine_arrays(catalog, arrays, engine_id).accelerators
         np.testing.assert_allclose(acc.request_overhead_s, sched.request_overhead_ms * 1e-3)
         assert np.all(acc.prefill_first == (1.0 if sched.prefill_first else 0.0))
+        assert np.all(acc.kv_of_free_memory == (1.0 if sched.kv_cache_of_free_memory else 0.0))
     assert catalog.engines["sglang"].scheduling.prefill_first  # type: ignore[union-attr]
     assert not catalog.engines["vllm"].scheduling.prefill_first  # type: ignore[union-attr]
 
@@ -96,6 +101,12 @@ def test_scheduling_without_a_source_is_rejected(catalog: Catalog) -> None:
     bare = replace(engine, scheduling=replace(engine.scheduling, sources={}))
     problem = engine_problem(bare, set(catalog.accelerators))
     assert problem is not None and problem[0] == "scheduling.sources"
+    trt = catalog.engines["trtllm"]
+    assert trt.scheduling is not None and trt.scheduling.kv_cache_of_free_memory
+    sources = {k: v for k, v in trt.scheduling.sources.items() if k != "kv_cache_of_free_memory"}
+    unsourced = replace(trt, scheduling=replace(trt.scheduling, sources=sources))
+    problem = engine_problem(unsourced, set(catalog.accelerators))
+    assert problem == ("scheduling.sources", "no source for ['kv_cache_of_free_memory']")
 
 
 def test_scheduling_overhead_is_bounded() -> None:
