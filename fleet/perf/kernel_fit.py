@@ -378,13 +378,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(markdown(all_fits))
     else:
         for f in all_fits:
-            print(
-                f"{f.accelerator:9s} {f.kernel:30s} "
-                + " ".join(f"{k}={v:.3g}" for k, v in f.params.items())
-                + f"  fit {f.fit_median:.1%}/{f.fit_p90:.1%}"
-                f"  held-out {f.held_out_median:.1%}/{f.held_out_p90:.1%}"
-            )
+            print(fit_line(f))
     return 0
+
+
+def fit_line(f: KernelFit) -> str:
+    """One kernel fit as a line: part, kernel, fitted parameters, fit and held-out errors."""
+    return (
+        f"{f.accelerator:9s} {f.kernel:30s} "
+        + " ".join(f"{k}={v:.3g}" for k, v in f.params.items())
+        + f"  fit {f.fit_median:.1%}/{f.fit_p90:.1%}"
+        f"  held-out {f.held_out_median:.1%}/{f.held_out_p90:.1%}"
+    )
 
 
 if __name__ == "__main__":

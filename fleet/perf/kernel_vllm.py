@@ -159,12 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, value in reference(data, family).items():
             print(f"{name} = {value:.3g}")
         for f in fits:
-            print(
-                f"{f.accelerator} {f.kernel:30s} "
-                + " ".join(f"{k}={v:.3g}" for k, v in f.params.items())
-                + f"  fit {f.fit_median:.1%}/{f.fit_p90:.1%}"
-                f"  held-out {f.held_out_median:.1%}/{f.held_out_p90:.1%}"
-            )
+            print(kf.fit_line(f))
     return 0
 
 
