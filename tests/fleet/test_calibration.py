@@ -92,6 +92,17 @@ def test_held_out_split_keeps_series_together(result) -> None:  # type: ignore[n
     assert all(len(sides) == 1 for sides in series.values())
 
 
+def test_held_out_draw_does_not_depend_on_the_rows_evaluated(result) -> None:  # type: ignore[no-untyped-def]
+    """The quarter is drawn over every run series in the file: a row keeps its side whether the
+    model evaluates every run or only some (a capacity change must not re-draw the split)."""
+    _, runs, err = result
+    every = np.arange(len(runs.model_ids))
+    side = held_out_series(runs, every)
+    some = err.rows[::3]
+    assert (held_out_series(runs, some) == side[some]).all()
+    assert (held_out_series(runs, some, seed=7) != held_out_series(runs, some)).any()
+
+
 def test_refit_holds_on_held_out_series(result) -> None:  # type: ignore[no-untyped-def]
     """Re-fitted on three quarters of the run series, scored on the rest (docs/calibration.md):
     TTFT 27.2%, TPOT 16.1%, tokens/s per GPU 10.2% on the canonical draw (drawn over every run
