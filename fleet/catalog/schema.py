@@ -173,6 +173,18 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     and written once, BF16), as a fraction of HBM bandwidth."""
 
 
+class PartialKernelFigures(Frozen, frozen=True, kw_only=True):
+    """Kernel figures of a ``hopper-transfer-estimate`` part whose tables measure some kernels
+    only (MI300X / MI325X: AMD's block-scaled FP8 GEMM timings, ``fleet.perf.kernel_aiter``),
+    each with the family's figure fitted the same way at the same shapes: the factor they
+    measure moves by their ratio, every other factor stays the family's estimate."""
+
+    fp8_gemm_flops_fraction: PositiveFloat
+    """This part's compute-regime FP8 GEMM FLOP fraction of its FP8 peak."""
+    family_fp8_gemm_flops_fraction: PositiveFloat
+    """The family's, fitted the same way on the same GEMM shapes."""
+
+
 class Accelerator(Frozen, frozen=True, kw_only=True):
     id: Id
     name: str
@@ -197,6 +209,9 @@ class Accelerator(Frozen, frozen=True, kw_only=True):
     """The ``transfer_from`` family's kernel figures measured with the engine this part's tables
     were, where that is not the family's own [accelerators.kernel] engine (TensorRT-LLM): the
     reference this part's kernel ratios are taken against (Intel Arc Pro B60: vLLM only)."""
+    partial_kernel: PartialKernelFigures | None = None
+    """Measured figures of some kernels of a ``hopper-transfer-estimate`` part and the family's
+    at the same shapes: those factors move by the ratio (``fleet.perf.transfer``)."""
     sources: dict[str, str]
 
     @property
