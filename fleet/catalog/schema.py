@@ -66,7 +66,8 @@ EfficiencyBasis = Literal[
 - kernel-transfer: the ``transfer_from`` family's fitted figures, each scaled by the ratio of this
   part's measured kernel efficiency (``Accelerator.kernel``) to the family's;
 - hopper-transfer-estimate: no measurements of this part: the ``transfer_from`` family's fitted
-  figures as they are, an estimate that plans flag;
+  figures as they are, an estimate that plans flag; where a ``partial_kernel`` block measures a
+  factor (MI300X / MI325X: 8-bit compute), that one moves by its kernel ratio;
 - published-speed: set by hand so the model reproduces vendors' published speeds (given)."""
 TRANSFERRED: frozenset[str] = frozenset({"kernel-transfer", "hopper-transfer-estimate"})
 

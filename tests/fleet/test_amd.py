@@ -68,8 +68,9 @@ def test_fits_on_the_shared_calls(comparison: ka.Comparison) -> None:
     2,048 tokens. Held-out medians of the compute-regime fits within the other parts' regime
     bound (12%; measured MI300X 4.0%, H100 5.3%); the all-call rooflines, from which no figure
     is taken, within 25% (measured 18.0% / 17.4%: small calls' cost is what they miss). MI300X
-    reaches 0.2-0.3 of its FP8 peak on these calls (0.20-0.28 per call), well below H100's
-    0.42; no weights in AMD's table exceed the Infinity Cache, so none times HBM streaming."""
+    reaches 0.2-0.3 of its FP8 peak on these calls (0.11-0.28 per call, the K = 256 weights
+    lowest), well below H100's 0.42; no weights in AMD's table exceed the Infinity Cache, so
+    none times HBM streaming."""
     assert comparison.calls == 72
     for fits in (comparison.part, comparison.reference):
         assert fits.compute.rows_fit + fits.compute.rows_held_out == 24
