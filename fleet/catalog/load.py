@@ -232,6 +232,10 @@ def _efficiency_problem(
     given = [f for f in EFFICIENCY_FIGURES if getattr(eff, f) is not None]
     if acc.family_kernel is not None and eff.basis != "kernel-transfer":
         return "family_kernel", "only for basis 'kernel-transfer'"
+    if acc.partial_kernel is not None and eff.basis != "hopper-transfer-estimate":
+        return "partial_kernel", "only for basis 'hopper-transfer-estimate'"
+    if acc.partial_kernel is not None and not eff.caveats:
+        return "efficiency.caveats", "needed with partial_kernel: say what stays estimated"
     if eff.basis not in TRANSFERRED:
         if eff.transfer_from:
             return "efficiency.transfer_from", f"only for bases {sorted(TRANSFERRED)}"

@@ -66,7 +66,8 @@ EfficiencyBasis = Literal[
 - kernel-transfer: the ``transfer_from`` family's fitted figures, each scaled by the ratio of this
   part's measured kernel efficiency (``Accelerator.kernel``) to the family's;
 - hopper-transfer-estimate: no measurements of this part: the ``transfer_from`` family's fitted
-  figures as they are, an estimate that plans flag;
+  figures as they are, an estimate that plans flag; where a ``partial_kernel`` block measures a
+  factor (MI300X / MI325X: 8-bit compute), that one moves by its kernel ratio;
 - published-speed: set by hand so the model reproduces vendors' published speeds (given)."""
 TRANSFERRED: frozenset[str] = frozenset({"kernel-transfer", "hopper-transfer-estimate"})
 
@@ -173,6 +174,18 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     and written once, BF16), as a fraction of HBM bandwidth."""
 
 
+class PartialKernelFigures(Frozen, frozen=True, kw_only=True):
+    """Kernel figures of a ``hopper-transfer-estimate`` part whose tables measure some kernels
+    only (MI300X / MI325X: AMD's block-scaled FP8 GEMM timings, ``fleet.perf.kernel_aiter``),
+    each with the family's figure fitted the same way at the same shapes: the factor they
+    measure moves by their ratio, every other factor stays the family's estimate."""
+
+    fp8_gemm_flops_fraction: PositiveFloat
+    """This part's compute-regime FP8 GEMM FLOP fraction of its FP8 peak."""
+    family_fp8_gemm_flops_fraction: PositiveFloat
+    """The family's, fitted the same way on the same GEMM shapes."""
+
+
 class Accelerator(Frozen, frozen=True, kw_only=True):
     id: Id
     name: str
@@ -197,6 +210,9 @@ class Accelerator(Frozen, frozen=True, kw_only=True):
     """The ``transfer_from`` family's kernel figures measured with the engine this part's tables
     were, where that is not the family's own [accelerators.kernel] engine (TensorRT-LLM): the
     reference this part's kernel ratios are taken against (Intel Arc Pro B60: vLLM only)."""
+    partial_kernel: PartialKernelFigures | None = None
+    """Measured figures of some kernels of a ``hopper-transfer-estimate`` part and the family's
+    at the same shapes: those factors move by the ratio (``fleet.perf.transfer``)."""
     sources: dict[str, str]
 
     @property

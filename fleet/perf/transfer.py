@@ -31,8 +31,11 @@ family's factors and scales each by how its kernels compare with the family's
 The family's kernel figure is the geometric mean over its members, or the part's own
 ``family_kernel`` block where its tables are of another engine than the family's figures (Intel
 Arc Pro B60: vLLM only; the block holds Hopper's vLLM figures, already a geometric mean).
-``hopper-transfer-estimate`` parts take the family's factors unchanged. Runs when the catalog
-becomes arrays (``fleet.perf.arrays.build_arrays``), so a re-fit of the family propagates.
+``hopper-transfer-estimate`` parts take the family's factors unchanged, but for the 8-bit FLOP
+fraction where their ``partial_kernel`` block measures it (MI300X, MI325X: AMD's block-scaled FP8
+GEMM timings against Hopper's at the same shapes, ``fleet.perf.kernel_aiter``): the family's
+figure x that ratio. Runs when the catalog becomes arrays (``fleet.perf.arrays.build_arrays``),
+so a re-fit of the family propagates.
 """
 
 from __future__ import annotations
@@ -253,6 +256,21 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
     )
 
 
+def partial_transfer(acc: Accelerator, family: ResolvedEfficiency) -> ResolvedEfficiency:
+    """A ``hopper-transfer-estimate`` part's factors: the family's, but for the 8-bit FLOP
+    fraction where the part's ``partial_kernel`` figures measure it (MI300X / MI325X: AMD's
+    block-scaled FP8 GEMMs against Hopper's at the same shapes), which moves by that ratio."""
+    out = dataclasses.replace(family, basis=acc.efficiency.basis)
+    k = acc.partial_kernel
+    if k is None:
+        return out
+    ratio = k.fp8_gemm_flops_fraction / k.family_fp8_gemm_flops_fraction
+    flops = {
+        p: min(1.0, f * ratio) if p in EIGHT_BIT else f for p, f in family.flops_fraction.items()
+    }
+    return dataclasses.replace(out, flops_fraction=flops)
+
+
 def resolve_efficiency(catalog: Catalog) -> dict[str, ResolvedEfficiency]:
     """Every accelerator's factors, by id (the catalog loader has checked the bases)."""
     out: dict[str, ResolvedEfficiency] = {}
@@ -262,7 +280,7 @@ def resolve_efficiency(catalog: Catalog) -> dict[str, ResolvedEfficiency]:
         if basis == "kernel-transfer":
             out[acc.id] = kernel_transfer(acc, family)
         elif basis == "hopper-transfer-estimate":
-            out[acc.id] = dataclasses.replace(_given(family[0]), basis=basis)
+            out[acc.id] = partial_transfer(acc, _given(family[0]))
         else:
             out[acc.id] = _given(acc)
     return out
