@@ -312,11 +312,17 @@ def estimated_pools(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
     for pool in s.fleet.pools:
         acc = catalog.accelerator(catalog.system(pool.system).accelerator)
         if acc.efficiency.basis == "hopper-transfer-estimate":
+            family = "/".join(acc.efficiency.transfer_from)
+            measured = (
+                f"its efficiency factors are the {family} fit taken as they are"
+                if acc.partial_kernel is None
+                else f"only its 8-bit FLOP fraction is measured (kernel timings); its other "
+                f"efficiency factors are the {family} fit taken as they are"
+            )
             out.append(
-                f"pool {pool.id}: {acc.name} performance is an estimate: no measurements of this "
-                f"accelerator exist, its efficiency factors are the "
-                f"{'/'.join(acc.efficiency.transfer_from)} fit taken as they are; treat its "
-                "speeds, capacity and cost per token as indicative (docs/calibration.md)"
+                f"pool {pool.id}: {acc.name} performance is an estimate: no serving runs of this "
+                f"accelerator exist, {measured}; treat its speeds, capacity and cost per token "
+                "as indicative (docs/calibration.md)"
             )
         out.extend(f"pool {pool.id}: {acc.name}: {c}" for c in acc.efficiency.caveats)
     return tuple(out)

@@ -20,7 +20,10 @@ def test_pool_warns_what_is_still_estimated(tiny_with, catalog, system, count) -
     acc = catalog.accelerator(catalog.system(system).accelerator)
     assert len(acc.efficiency.caveats) == count
     mine = [w for w in built.warnings if w.startswith(f"pool amd: {acc.name}")]
-    assert any("performance is an estimate" in w for w in mine)
+    estimate = [w for w in mine if "performance is an estimate" in w]
+    assert len(estimate) == 1
+    assert "only its 8-bit FLOP fraction is measured" in estimate[0]
+    assert "no measurements of this accelerator exist" not in estimate[0]
     caveats = [w.split(": ", 2)[2] for w in mine if "performance is an estimate" not in w]
     assert caveats == list(acc.efficiency.caveats)
     first = caveats[0]

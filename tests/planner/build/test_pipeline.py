@@ -294,7 +294,8 @@ def _with_pools(pools: list[tuple[str, str, str, int]]):
 
 
 def test_pools_of_estimated_accelerators_are_flagged(tiny_with, catalog) -> None:
-    """One warning per pool whose accelerator has no measurements (MI300X: Hopper's fit as it is);
+    """One warning per pool whose accelerator has no serving runs and few or no kernel
+    measurements (MI300X: Hopper's fit as it is but its 8-bit compute; TPU v5p: Hopper's fit);
     measured (H100) and kernel-derived (B200) pools are not flagged."""
 
     pools = [("mi300x-a", "r", "mi300x-8", 2), ("mi300x-b", "s", "mi300x-8", 0)]
@@ -304,6 +305,10 @@ def test_pools_of_estimated_accelerators_are_flagged(tiny_with, catalog) -> None
     flagged = [w for w in built.warnings if "performance is an estimate" in w]
     assert [w.split(":")[0] for w in flagged] == ["pool mi300x-a", "pool mi300x-b"]
     assert "AMD Instinct MI300X" in flagged[0] and "h100-sxm/h200-sxm" in flagged[0]
+    tpu = build(_scenario(tiny_with, _with_pools([("v5p", "r", "tpu-v5p-64chip", 1)])), catalog)
+    (tpu_flag,) = [w for w in tpu.warnings if "performance is an estimate" in w]
+    assert "efficiency factors are the h100-sxm/h200-sxm fit taken as they are" in tpu_flag
+    assert "8-bit" not in tpu_flag
     plain = build(_scenario(tiny_with), catalog)
     assert not [w for w in plain.warnings if "performance is an estimate" in w]
 
