@@ -52,6 +52,11 @@ selected min(context, top-k) latent entries (mean over the positions), in MLA's
 absorbed form in prefill as in decode, while the indexer reads and scores every token's key; the
 KV held is the whole context's.
 
+Block-sparse attention with its own indexer (``Model.block_sparse_attention``, MiniMax-M3): on
+its layers attention reads and scores the K/V of the min(context, top-k blocks x block size)
+selected tokens, the indexer every token's index key, held whole on every tp rank
+(``fleet.perf.block_sparse``).
+
 Prefix caching (``prefix_cached_tokens``) only removes prefill work: the cached prefix's KV is
 held per stream and read every decode step like the rest of the prompt (memory, max batch and the
 decode step use the full isl), and the uncached tokens' attention still spans the whole context.
