@@ -25,13 +25,15 @@ MODEL = "minimax-m3"
 
 
 def main() -> int:
+    catalog = load_catalog()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for path in DATA_DIR.glob("*.toml"):
             shutil.copy(path, root / path.name)
         models = (DATA_DIR / "models.toml").read_text(encoding="utf-8")
         (root / "models.toml").write_text(models + "\n" + ENTRY.read_text(encoding="utf-8"))
-        catalog = load_catalog(root)
+        if MODEL not in catalog.models:  # the entry is held in the tests' data until it checks
+            catalog = load_catalog(root)
     arrays = build_arrays(catalog)
     m = arrays.models
     layers = m.block_sparse_layers.copy()

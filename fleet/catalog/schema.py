@@ -330,7 +330,8 @@ class BlockSparseAttention(Frozen, frozen=True, kw_only=True):
     KV cache still holds every token's keys and values, plus its index key."""
 
     layers: PositiveInt
-    """How many of ``num_layers`` attend so (the last ones; the others attend densely)."""
+    """How many of ``num_layers`` attend so (MiniMax-M3: all but the 3 leading dense layers);
+    the others attend densely over every token."""
     block_size: PositiveInt
     topk_blocks: PositiveInt
     """Blocks each query attends to, the local ones included."""
