@@ -31,6 +31,8 @@ import msgspec
 
 from fleet.catalog.hf_shapes import (
     attention_shape,
+    block_sparse_attention,
+    block_sparse_problem,
     moe_layout,
     sliding_layer_count,
     unsupported_gemma,
@@ -122,14 +124,7 @@ def _layer_shapes(c: Mapping[str, Any]) -> str:
             "config gives its sliding-window layers 96 query heads beside the full layers' 64, "
             "a second attention shape this config does not give"
         )
-    sparse = c.get("sparse_attention_config")
-    if isinstance(sparse, Mapping) and sparse.get("use_sparse_attention"):
-        sparse_layers = sum(sparse.get("sparse_attention_freq") or [])
-        return (
-            f"block-sparse attention with its own indexer on {sparse_layers} GQA layers "
-            "(sparse_attention_config): the catalog's sparse attention is the DSA indexer of MLA"
-        )
-    return ""
+    return block_sparse_problem(c)
 
 
 def describe(config: Mapping[str, Any]) -> Described:
@@ -209,6 +204,7 @@ def describe(config: Mapping[str, Any]) -> Described:
         # the catalog holds a chunk as a sliding window of its size (an upper bound of its KV).
         fields["sliding_window"] = int(c["attention_chunk_size"])
         fields["sliding_window_layers"] = layers - layers // LLAMA4_GLOBAL_EVERY
+    fields["block_sparse_attention"] = block_sparse_attention(c, layers)
     return Described(fields)
 
 
@@ -270,12 +266,15 @@ def _moe(c: Mapping[str, Any]) -> Fields:
     if not experts:
         return {"intermediate_size": _int(c, "intermediate_size"), "moe": None}
     expert_width = _first(c, "moe_intermediate_size")
-    dense_width = _first(c, "intermediate_size_mlp", "intermediate_size")
+    # MiniMax-M3 names its leading dense layers' width dense_intermediate_size
+    dense_width = _first(c, "intermediate_size_mlp", "dense_intermediate_size", "intermediate_size")
     if (
         expert_width is None
     ):  # Mixtral, MiniMax, Llama 4, gpt-oss: intermediate_size is the expert's
         expert_width = c["intermediate_size"]
-        dense_width = _first(c, "intermediate_size_mlp", default=expert_width)
+        dense_width = _first(
+            c, "intermediate_size_mlp", "dense_intermediate_size", default=expert_width
+        )
     shared = int(_first(c, "n_shared_experts", "num_shared_experts", default=0))
     if str(c.get("model_type", "")).startswith("llama4"):
         shared = 1  # every Llama 4 MoE layer adds a shared expert of the routed experts' width
@@ -312,7 +311,8 @@ def _moe(c: Mapping[str, Any]) -> Fields:
 def catalog_fields(model: Model) -> Fields:
     """A catalog entry's architecture fields, in ``describe``'s form."""
     out: Fields = {name: getattr(model, name) for name in ARCHITECTURE_FIELDS}
-    for table in ("mla", "moe", "linear_attention", "mamba", "sliding_attention"):
+    tables = ("mla", "moe", "linear_attention", "mamba", "sliding_attention")
+    for table in (*tables, "block_sparse_attention"):
         value = out[table]
         out[table] = None if value is None else msgspec.structs.asdict(value)
     return out
@@ -388,7 +388,8 @@ def toml_fields(fields: Fields) -> str:
         if name in defaults and fields.get(name) == defaults[name]:
             continue
         lines.append(f"{name} = {value(fields[name])}")
-    for table in ("sliding_attention", "linear_attention", "mamba", "mla", "moe"):
+    tables = ("sliding_attention", "linear_attention", "mamba", "mla", "moe")
+    for table in (*tables, "block_sparse_attention"):
         sub = fields.get(table)
         if sub:
             lines.append(f"[models.{table}]")

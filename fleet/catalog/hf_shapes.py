@@ -107,3 +107,43 @@ def moe_layout(c: Mapping[str, Any]) -> Fields:
         out["num_shared_experts"] = 1
         out["shared_expert_intermediate_size"] = int(c["intermediate_size"])
     return out
+
+
+def block_sparse_problem(c: Mapping[str, Any]) -> str:
+    """Why ``c``'s block-sparse attention is beyond the catalog's fields ("" when it is not, or
+    when it has none): an indexer branch with values and an output of its own (MiniMax-M3
+    disables it on every sparse layer, ``sparse_disable_index_value``) adds weights the catalog
+    does not count."""
+    sparse = c.get("sparse_attention_config")
+    if not isinstance(sparse, Mapping) or not sparse.get("use_sparse_attention"):
+        return ""
+    freq = list(sparse.get("sparse_attention_freq") or [])
+    disabled = list(sparse.get("sparse_disable_index_value") or [])
+    if any(f and not (i < len(disabled) and disabled[i]) for i, f in enumerate(freq)):
+        return (
+            "block-sparse attention whose indexer has a value branch of its own on some "
+            "layers (sparse_disable_index_value): weights the catalog does not count"
+        )
+    return ""
+
+
+def block_sparse_attention(c: Mapping[str, Any], layers: int) -> Fields | None:
+    """The ``block_sparse_attention`` table of a config with MiniMax Sparse Attention
+    (``sparse_attention_config``), None without: the layers ``sparse_attention_freq`` marks
+    (every layer when it is absent), the block size, the top-k blocks (the local ones among
+    them, as MiniMax's MSA kernels return them), the indexer's heads and key width."""
+    sparse = c.get("sparse_attention_config")
+    if not isinstance(sparse, Mapping) or not sparse.get("use_sparse_attention"):
+        return None
+    freq = sparse.get("sparse_attention_freq")
+    count = layers if freq is None else sum(1 for f in list(freq)[:layers] if f)
+    if not count:
+        return None
+    return {
+        "layers": count,
+        "block_size": int(sparse["sparse_block_size"]),
+        "topk_blocks": int(sparse["sparse_topk_blocks"]),
+        "local_blocks": int(sparse.get("sparse_local_block", 1)),
+        "index_n_heads": int(sparse["sparse_num_index_heads"]),
+        "index_head_dim": int(sparse["sparse_index_dim"]),
+    }

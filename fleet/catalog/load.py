@@ -172,10 +172,30 @@ def _model_problem(model: Model) -> tuple[str, str] | None:
     hybrid = _hybrid_problem(model)
     if hybrid is not None:
         return hybrid
+    block_sparse = _block_sparse_problem(model)
+    if block_sparse is not None:
+        return block_sparse
     if moe is not None and moe.experts_per_token > moe.num_experts:
         return "moe.experts_per_token", "exceeds num_experts"
     if moe is not None and moe.dense_layers >= model.num_layers:
         return "moe.dense_layers", "must be less than num_layers"
+    return None
+
+
+def _block_sparse_problem(model: Model) -> tuple[str, str] | None:
+    """(field, problem) for block-sparse attention: full-attention GQA layers only (the
+    performance model charges its selection on layers that hold every token)."""
+    sparse = model.block_sparse_attention
+    if sparse is None:
+        return None
+    if model.mla is not None or model.sliding_window_layers or model.block_pattern is not None:
+        return "block_sparse_attention", "GQA full-attention layers only (no mla, sliding, blocks)"
+    if model.linear_attention is not None:
+        return "block_sparse_attention", "not combined with linear_attention"
+    if sparse.layers > model.num_layers:
+        return "block_sparse_attention.layers", "exceeds num_layers"
+    if sparse.local_blocks >= sparse.topk_blocks:
+        return "block_sparse_attention.local_blocks", "must be less than topk_blocks"
     return None
 
 

@@ -32,6 +32,12 @@ at 2 bytes. Non-gated FFNs (``ffn_gated = false``, relu2) have 2 matrices instea
 MoE (``Moe.latent_size``) adds the projections hidden -> latent and latent -> hidden per MoE
 layer, and its routed experts work in the latent width (router and shared experts in the
 hidden width).
+
+Block-sparse attention (``block_sparse_attention``, MiniMax-M3) adds per sparse layer the
+indexer's projections, hidden -> index heads x index_head_dim (queries) and hidden ->
+index_head_dim (the key all heads share), and to the cache one index key of index_head_dim
+elements per token; the layer's K and V of every token stay cached (blocks are selected from
+all of them).
 """
 
 from __future__ import annotations
@@ -213,6 +219,28 @@ def state_flops_per_token_layer(model: Model) -> float:
     return 4.0 * la.num_value_heads * la.key_head_dim * la.value_head_dim
 
 
+def block_sparse_layers(model: Model) -> int:
+    """Layers with block-sparse attention (``block_sparse_attention``); 0 without."""
+    sparse = model.block_sparse_attention
+    return sparse.layers if sparse is not None else 0
+
+
+def block_sparse_index_params_per_layer(model: Model) -> float:
+    """Weights of one block-sparse layer's indexer: its queries (index heads x index_head_dim)
+    and the one key all its heads share, both projected from the hidden state."""
+    sparse = model.block_sparse_attention
+    if sparse is None:
+        return 0.0
+    return float(model.hidden_size * (sparse.index_n_heads + 1) * sparse.index_head_dim)
+
+
+def block_sparse_index_elements_per_token_layer(model: Model) -> int:
+    """Index-key elements one token adds to one block-sparse layer's cache (one key, shared by
+    the indexer's heads); 0 without block-sparse attention."""
+    sparse = model.block_sparse_attention
+    return sparse.index_head_dim if sparse is not None else 0
+
+
 def _gqa_params(model: Model, heads: int, kv_heads: int, head_dim: int, v_dim: int) -> int:
     """Weights of one GQA block: q (doubled by an output gate), k, v (none when keys double as
     values on the full layers) and o, whose input is the heads' values."""
@@ -277,6 +305,7 @@ def param_breakdown(model: Model) -> ParamBreakdown:
     )
     if model.mamba is not None:
         attention += mamba_layers(model) * mamba_params_per_layer(model)
+    attention += block_sparse_layers(model) * block_sparse_index_params_per_layer(model)
     gated_ffn = ffn_matrices(model) * h  # gate (if gated), up and down per unit of FFN width
     moe = model.moe
     n_moe = moe_layer_count(model)
@@ -359,6 +388,9 @@ def kv_bytes_per_sequence(
             sliding_per = sliding_kv_elements_per_token_per_layer(model) * kv_bytes_per_element
             own_shape = sliding_per * sliding_held
     out = per_token_layer * held + linear * state_bytes_per_layer(model) + own_shape
+    if model.block_sparse_attention is not None:  # the indexer's keys, every token
+        index = block_sparse_index_elements_per_token_layer(model) * kv_bytes_per_element
+        out = out + block_sparse_layers(model) * index * tokens
     return float(out) if out.ndim == 0 else out
 
 

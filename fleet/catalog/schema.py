@@ -336,6 +336,27 @@ class SlidingAttention(Frozen, frozen=True, kw_only=True):
     """Width of a value head; None = ``head_dim``."""
 
 
+class BlockSparseAttention(Frozen, frozen=True, kw_only=True):
+    """Block-sparse attention on GQA layers with an indexer of its own (MiniMax Sparse
+    Attention, MiniMax-M3 ``sparse_attention_config``): the KV cache is cut into blocks of
+    ``block_size`` tokens; per query, an indexer of ``index_n_heads`` heads (one per KV head)
+    scores every cached token's index key (``index_head_dim`` wide, one per token and layer,
+    shared by the heads) and keeps the ``topk_blocks`` best blocks, the query's own (local)
+    block among them; attention then reads and scores only those blocks' keys and values. The
+    KV cache still holds every token's keys and values, plus its index key."""
+
+    layers: PositiveInt
+    """How many of ``num_layers`` attend so (MiniMax-M3: all but the 3 leading dense layers);
+    the others attend densely over every token."""
+    block_size: PositiveInt
+    topk_blocks: PositiveInt
+    """Blocks each query attends to, the local ones included."""
+    local_blocks: NonNegativeInt = 1
+    """Of ``topk_blocks``, the query's own most recent blocks, always kept."""
+    index_n_heads: PositiveInt
+    index_head_dim: PositiveInt
+
+
 BlockPattern = Annotated[str, Meta(pattern=r"^[M*E\-]+$", max_length=1024)]
 """One character per block of a hybrid model (Nemotron-H ``hybrid_override_pattern``):
 ``M`` Mamba2 mixer, ``*`` attention, ``E`` MoE FFN, ``-`` dense FFN."""
@@ -421,6 +442,8 @@ class Model(Frozen, frozen=True, kw_only=True):
     quality: Annotated[float, Meta(ge=0, le=100)]
     """Relative capability score used when a distilled variant serves a tier."""
     sources: dict[str, str]
+    block_sparse_attention: BlockSparseAttention | None = None
+    """Block-sparse attention with its own indexer on some GQA layers (MiniMax-M3)."""
 
 
 ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
@@ -447,6 +470,7 @@ ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
         "block_pattern",
         "mamba",
         "ffn_gated",
+        "block_sparse_attention",
     }
 )
 """Model fields read from the model's config.json, cited together as ``sources.architecture``."""

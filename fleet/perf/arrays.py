@@ -123,6 +123,16 @@ class ModelArrays:
     layer_units: FloatArray
     """Layers as the fixed per-layer cost counts them: ``num_layers``, or for single-sublayer
     blocks half the blocks (a transformer layer is two sublayers, a mixer and an FFN)."""
+    block_sparse_layers: FloatArray
+    """Layers with block-sparse attention (MiniMax-M3; 0 otherwise): ``fleet.perf.block_sparse``."""
+    block_sparse_topk_tokens: FloatArray
+    """Tokens a query of such a layer attends to at most: top-k blocks x block size (0 without)."""
+    block_sparse_index_elements_per_token_layer: FloatArray
+    """Index-key elements each token adds to such a layer's cache, on every tp rank (0 without)."""
+    block_sparse_index_heads: FloatArray
+    """The indexer's query heads (split over tp like KV heads; 0 without)."""
+    block_sparse_index_flops_per_head_ctx: FloatArray
+    """Indexer scoring FLOPs per query token, context token and head: 2 x index_head_dim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,6 +380,7 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "state_bytes_per_layer": state_bytes_per_layer(model),
             "state_flops_per_token_layer": state_flops_per_token_layer(model),
             **_block_columns(model),
+            **_block_sparse_columns(model),
         }
         for key, value in row.items():
             rows[key].append(value)
@@ -422,6 +433,26 @@ def _block_columns(model: Model) -> dict[str, float]:
             if model.moe is not None and model.moe.latent_size
             else 1.0
         ),
+    }
+
+
+def _block_sparse_columns(model: Model) -> dict[str, float]:
+    """The block-sparse attention columns of one model's row (0 without it)."""
+    sparse = model.block_sparse_attention
+    if sparse is None:
+        return {
+            "block_sparse_layers": 0.0,
+            "block_sparse_topk_tokens": 0.0,
+            "block_sparse_index_elements_per_token_layer": 0.0,
+            "block_sparse_index_heads": 0.0,
+            "block_sparse_index_flops_per_head_ctx": 0.0,
+        }
+    return {
+        "block_sparse_layers": float(sparse.layers),
+        "block_sparse_topk_tokens": float(sparse.topk_blocks * sparse.block_size),
+        "block_sparse_index_elements_per_token_layer": float(sparse.index_head_dim),
+        "block_sparse_index_heads": float(sparse.index_n_heads),
+        "block_sparse_index_flops_per_head_ctx": 2.0 * sparse.index_head_dim,
     }
 
 

@@ -179,7 +179,7 @@ def _systems(replicas: IntArray, devices: IntArray, per_system: IntArray) -> Int
 
 def kv_transfer_bytes(arrays: CatalogArrays, configs: Configs) -> FloatArray:
     """KV cache bytes of one request's whole prompt (all layers, all heads), with the state of
-    its linear-attention layers and Mamba2 mixers."""
+    its linear-attention layers and Mamba2 mixers and the index keys of block-sparse layers."""
     m = arrays.models
     model = configs.model
     sliding = m.sliding_layers[model]
@@ -191,7 +191,17 @@ def kv_transfer_bytes(arrays: CatalogArrays, configs: Configs) -> FloatArray:
     own = m.sliding_kv_elements_per_token_layer[model] - m.kv_elements_per_token_layer[model]
     own_tokens = sliding * np.minimum(configs.isl.astype(np.float64), m.sliding_window[model])
     kv = kv + own_tokens * own * _BYTES[configs.kv_precision]
-    return kv + linear * m.state_bytes_per_layer[model]
+    kv = kv + linear * m.state_bytes_per_layer[model]
+    sparse = np.flatnonzero(m.block_sparse_layers[model])  # block-sparse layers' index keys
+    if sparse.size:
+        index = m.block_sparse_index_elements_per_token_layer[model[sparse]]
+        kv[sparse] += (
+            m.block_sparse_layers[model[sparse]]
+            * index
+            * configs.isl[sparse]
+            * _BYTES[configs.kv_precision[sparse]]
+        )
+    return kv
 
 
 def form_units(

@@ -52,6 +52,11 @@ selected min(context, top-k) latent entries (mean over the positions), in MLA's
 absorbed form in prefill as in decode, while the indexer reads and scores every token's key; the
 KV held is the whole context's.
 
+Block-sparse attention with its own indexer (``Model.block_sparse_attention``, MiniMax-M3): on
+its layers attention reads and scores the K/V of the min(context, top-k blocks x block size)
+selected tokens, the indexer every token's index key, held whole on every tp rank
+(``fleet.perf.block_sparse``).
+
 Prefix caching (``prefix_cached_tokens``) only removes prefill work: the cached prefix's KV is
 held per stream and read every decode step like the rest of the prompt (memory, max batch and the
 decode step use the full isl), and the uncached tokens' attention still spans the whole context.
@@ -69,6 +74,7 @@ import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
 from fleet.perf.arrays import CatalogArrays, ModelArrays
+from fleet.perf.block_sparse import block_sparse_terms, index_heads_per_device
 from fleet.perf.closed_loop import prefill_share_in_decode, ttft_closed_loop
 from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
@@ -101,6 +107,7 @@ def _roof(compute_s: FloatArray, memory_s: FloatArray) -> FloatArray:
 
 
 _OWN_SLIDING, _SPLIT_STATE, _BLOCKS, _MAMBA = 1, 2, 4, 8
+_BLOCK_SPARSE = 16
 
 
 def _row_kinds(M: ModelArrays) -> np.ndarray:
@@ -108,7 +115,8 @@ def _row_kinds(M: ModelArrays) -> np.ndarray:
     rows alone (elsewhere they are exactly 0): _OWN_SLIDING, sliding-window layers of a shape of
     their own (heads, KV heads, KV elements or attention FLOPs differ from a full layer's:
     Gemma 4, MiMo-V2); _SPLIT_STATE, a state-space mixer whose heads tp must divide; _BLOCKS,
-    single-sublayer blocks (mixer-only and FFN-only: Nemotron-H); _MAMBA, Mamba2 mixers."""
+    single-sublayer blocks (mixer-only and FFN-only: Nemotron-H); _MAMBA, Mamba2 mixers;
+    _BLOCK_SPARSE, block-sparse attention layers (MiniMax-M3)."""
     own = (
         (M.sliding_num_heads != M.num_heads)
         | (M.sliding_num_kv_heads != M.num_kv_heads)
@@ -121,6 +129,7 @@ def _row_kinds(M: ModelArrays) -> np.ndarray:
         + (M.state_split_heads > 0) * _SPLIT_STATE
         + blocks * _BLOCKS
         + (M.conv_state_bytes_per_layer > 0) * _MAMBA
+        + (M.block_sparse_layers > 0) * _BLOCK_SPARSE
     ).astype(np.int64)
 
 
@@ -255,6 +264,25 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         kv_bytes_per_stream[o] += (
             own_kv * sliding_stage[o] * np.minimum(isl[o] + osl[o] + k_draft[o], window[o])
         )
+    # block-sparse layers (MiniMax-M3): index keys held, selected K/V read (fleet.perf.block_sparse)
+    sparse_rows = rows_of(_BLOCK_SPARSE)
+    if sparse_rows.size:
+        o, mo = sparse_rows, m[sparse_rows]
+        index_heads = index_heads_per_device(M.block_sparse_index_heads[mo], tp[o])
+        block_sparse = block_sparse_terms(
+            sparse_layers=M.block_sparse_layers[mo] * frac[o],
+            kv_per_layer_token=kv_per_layer_token[o],
+            index_per_layer_token=M.block_sparse_index_elements_per_token_layer[mo] * kbytes[o],
+            attn_per_ctx=M.attention_flops_per_token_ctx_layer[mo] / tp[o],
+            attn_prefill_per_ctx=M.attention_prefill_flops_per_token_ctx_layer[mo] / tp[o],
+            index_per_ctx=M.block_sparse_index_flops_per_head_ctx[mo] * index_heads,
+            topk_tokens=M.block_sparse_topk_tokens[mo],
+            isl=isl[o],
+            osl=osl[o],
+            cached=cached[o],
+            draft=k_draft[o],
+        )
+        kv_bytes_per_stream[o] += block_sparse.held_per_stream
     mem = memory_terms(
         weight_bytes=weights,
         kv_bytes_per_stream=kv_bytes_per_stream,
@@ -331,6 +359,10 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         own_kv=own_kv,
         own_attn=own_attn,
     )
+    if sparse_rows.size:  # fresh arrays of attention_work: added to in place
+        work.kv_read_per_stream[sparse_rows] += block_sparse.kv_read_per_stream
+        work.decode_flops_per_token[sparse_rows] += block_sparse.decode_flops_per_token
+        work.prefill_flops_per_token[sparse_rows] += block_sparse.prefill_flops_per_token
     kv_read_per_stream = work.kv_read_per_stream
     # the state of a linear-attention layer is read and written back every decode step, at the
     # state kernels' measured rate; a Mamba2 mixer's convolution window at its conv kernel's

@@ -98,9 +98,10 @@ def test_layers_with_per_request_state_are_not_forced_into_kv_fields(
                 "sparse_attention_config": {
                     "use_sparse_attention": True,
                     "sparse_attention_freq": [0, 1, 1],
+                    "sparse_disable_index_value": [0, 1, 0],
                 }
             },
-            "block-sparse attention with its own indexer on 2 GQA layers",
+            "indexer has a value branch of its own",
         ),
     ],
 )
@@ -118,8 +119,6 @@ def test_layers_of_more_than_one_shape_are_not_forced_into_one(
 NOT_DESCRIBABLE = {
     "moonshotai/Kimi-K3": "Kimi Delta Attention on 69 layers",
     "nvidia/Llama-3_3-Nemotron-Super-49B-v1": "per-layer block_configs",
-    "MiniMaxAI/MiniMax-M3": "block-sparse attention",
-    "nvidia/MiniMax-M3-NVFP4": "block-sparse attention",
     "stepfun-ai/Step-3.7-Flash": "96 query heads",
     "stepfun-ai/Step-3.7-Flash-FP8": "96 query heads",
 }
@@ -259,3 +258,30 @@ def test_the_toml_stanza_loads_back_as_the_same_architecture(config: dict[str, A
     if config is HYBRID_MOE:
         assert model.linear_attention is not None and model.linear_attention.layers == 6
         assert model.linear_attention.state_bytes == 2  # the config pins bfloat16
+
+
+def test_block_sparse_attention_is_read_from_its_config_table() -> None:
+    """MiniMax Sparse Attention's fields, on the layers sparse_attention_freq marks."""
+    sparse = {
+        "use_sparse_attention": True,
+        "sparse_attention_freq": [0] * 2 + [1] * 30,
+        "sparse_disable_index_value": [0] * 2 + [1] * 30,
+        "sparse_block_size": 64,
+        "sparse_topk_blocks": 8,
+        "sparse_local_block": 2,
+        "sparse_num_index_heads": 8,
+        "sparse_index_dim": 64,
+    }
+    fields = describe(dict(LLAMA_LIKE, sparse_attention_config=sparse)).fields
+    assert fields is not None
+    assert fields["block_sparse_attention"] == {
+        "layers": 30,
+        "block_size": 64,
+        "topk_blocks": 8,
+        "local_blocks": 2,
+        "index_n_heads": 8,
+        "index_head_dim": 64,
+    }
+    assert "[models.block_sparse_attention]\nlayers = 30" in toml_fields(fields)
+    off = describe(dict(LLAMA_LIKE, sparse_attention_config=dict(sparse, use_sparse_attention=0)))
+    assert off.fields is not None and off.fields["block_sparse_attention"] is None
