@@ -45,7 +45,12 @@ Per configuration (docs/performance-model.md has the derivations):
    (``fleet.perf.closed_loop``).
 
 Precision: 4-bit weight formats (``FOUR_BIT``) on an MoE model apply to the routed experts only;
-the other linear weights are BF16 in bytes and FLOP rate (as published checkpoints ship them).
+the other linear weights are BF16 in bytes and FLOP rate (as published checkpoints ship them), or
+FP8 where the model's ``four_bit_companion`` says so and the part runs FP8 (DeepSeek-V4).
+
+DeepSeek-V4's compressed attention (``fleet.perf.compressed``): every layer's window is charged
+as a sliding-window layer's; the compressed entries, indexer keys and compressor states beyond
+it are added on those models' rows only.
 
 DeepSeek Sparse Attention (``Mla.index_topk``, GLM-5): attention reads and scores only the
 selected min(context, top-k) latent entries (mean over the positions), in MLA's

@@ -18,6 +18,7 @@ from fleet.catalog.hf_config import describe, differences, main, toml_fields
 from fleet.catalog.params import active_params, kv_bytes_per_sequence, param_breakdown
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
+from fleet.perf.disagg import kv_transfer_bytes
 from fleet.perf.model import estimate
 from fleet.perf.transfer import resolve_efficiency
 from fleet.perf.types import Problem
@@ -241,3 +242,18 @@ def test_pipeline_hops_carry_the_hyper_connection_streams(
     wide_comm = estimate(arrays, configs).step_comm_s
     narrow_comm = estimate(narrow, configs).step_comm_s
     assert np.all(wide_comm > narrow_comm)
+
+
+def test_a_disaggregated_handoff_ships_what_the_prompt_holds(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """The KV a prefill replica sends is the prompt's whole cache: window, compressed entries,
+    indexer keys and compressor states, as the catalog sizes it."""
+    isl = np.array([100, 5000, 70_000])
+    for model_id in (FLASH, PRO):
+        configs = make_configs(
+            catalog, model=model_id, system="hgx-b200-8", precision="fp8", kv_precision="fp8",
+            isl=isl,
+        )  # fmt: skip
+        expected = kv_bytes_per_sequence(catalog.model(model_id), 1.0, isl.astype(np.float64))
+        np.testing.assert_array_equal(kv_transfer_bytes(arrays, configs), expected)
