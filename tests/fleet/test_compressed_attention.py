@@ -257,3 +257,25 @@ def test_a_disaggregated_handoff_ships_what_the_prompt_holds(
         )  # fmt: skip
         expected = kv_bytes_per_sequence(catalog.model(model_id), 1.0, isl.astype(np.float64))
         np.testing.assert_array_equal(kv_transfer_bytes(arrays, configs), expected)
+
+
+@pytest.mark.parametrize(
+    ("system", "precision", "non_expert_bytes"),
+    [("hgx-h100-8", "fp4", 1.0), ("hgx-a100-8", "int4", 2.0)],
+)
+def test_the_fp8_companion_needs_fp8_on_the_part(
+    catalog: Catalog, arrays: CatalogArrays, system: str, precision: str, non_expert_bytes: float
+) -> None:
+    """4-bit experts weight-only on Hopper keep the FP8 rest; a part without FP8 (A100) holds
+    the rest at BF16."""
+    configs = make_configs(
+        catalog, model=FLASH, system=system, precision=precision, kv_precision="bf16",
+        tp=8, ep=8, batch=8, isl=2048, osl=512,
+    )  # fmt: skip
+    est = estimate(arrays, configs)
+    assert est.problem[0] == Problem.OK
+    b = param_breakdown(catalog.model(FLASH))
+    non_expert = b.total - b.routed_experts - b.embedding - b.lm_head
+    tables = 2.0 * (b.embedding + b.lm_head)
+    weights = (0.5 * b.routed_experts + non_expert_bytes * non_expert + tables) / 8
+    assert est.weight_bytes_per_device[0] == pytest.approx(weights, rel=1e-12)
