@@ -13,7 +13,7 @@ prints, per config, the catalog model it matches (an alias candidate), or the fi
 differs from the nearest one (with ``--toml``, also the new architecture's fields in the
 catalog's TOML layout, to start a ``[[models]]`` entry from), or why the model cannot be
 described by the catalog's fields (state-space layers other than Nemotron-H's Mamba2 blocks, or
-compressed sparse attention, for instance). Exit status 0 when every
+block-sparse attention, for instance). Exit status 0 when every
 config matched.
 """
 
@@ -33,6 +33,7 @@ from fleet.catalog.hf_shapes import (
     attention_shape,
     block_sparse_attention,
     block_sparse_problem,
+    compressed_attention,
     moe_layout,
     sliding_layer_count,
     unsupported_gemma,
@@ -141,8 +142,8 @@ def describe(config: Mapping[str, Any]) -> Described:
         c.get("hybrid_override_pattern") or c.get("ssm_state_size") or c.get("mamba_num_heads")
     ):
         return Described(None, "state-space (Mamba) layers: per-request state, not a KV cache")
-    if c.get("compress_ratios") or (c.get("index_n_heads") and not c.get("kv_lora_rank")):
-        return Described(None, "compressed sparse attention (no MLA latent): not GQA or MLA KV")
+    if c.get("index_n_heads") and not c.get("kv_lora_rank") and not c.get("compress_ratios"):
+        return Described(None, "an indexer without an MLA latent or compress_ratios")
     heads = _int(c, "num_attention_heads")
     hidden = _int(c, "hidden_size")
     if pattern is not None and c.get("num_hidden_layers") is None:
@@ -193,6 +194,17 @@ def describe(config: Mapping[str, Any]) -> Described:
         fields.update(attention_shape(c, heads, fields["num_kv_heads"], head_dim))
         fields["mla"] = None
     fields.update(_moe(c))
+    fields["compressed_attention"] = None
+    fields["block_sparse_attention"] = None
+    if c.get("compress_ratios"):
+        # DeepSeek-V4: every layer keeps a window of one shared key-value vector per token
+        compressed = compressed_attention(c, layers)
+        if isinstance(compressed, str):
+            return Described(None, compressed)
+        fields["compressed_attention"] = compressed
+        fields["sliding_window"] = _int(c, "sliding_window")
+        fields["sliding_window_layers"] = layers
+        return Described(fields)
     sliding = sliding_layer_count(c, layer_types)
     window = c.get("sliding_window") if sliding else None
     fields["sliding_window"] = int(window) if window else None
@@ -311,8 +323,16 @@ def _moe(c: Mapping[str, Any]) -> Fields:
 def catalog_fields(model: Model) -> Fields:
     """A catalog entry's architecture fields, in ``describe``'s form."""
     out: Fields = {name: getattr(model, name) for name in ARCHITECTURE_FIELDS}
-    tables = ("mla", "moe", "linear_attention", "mamba", "sliding_attention")
-    for table in (*tables, "block_sparse_attention"):
+    tables = (
+        "mla",
+        "moe",
+        "linear_attention",
+        "mamba",
+        "sliding_attention",
+        "compressed_attention",
+        "block_sparse_attention",
+    )
+    for table in tables:
         value = out[table]
         out[table] = None if value is None else msgspec.structs.asdict(value)
     return out
@@ -388,8 +408,10 @@ def toml_fields(fields: Fields) -> str:
         if name in defaults and fields.get(name) == defaults[name]:
             continue
         lines.append(f"{name} = {value(fields[name])}")
-    tables = ("sliding_attention", "linear_attention", "mamba", "mla", "moe")
-    for table in (*tables, "block_sparse_attention"):
+    for table in (
+        "sliding_attention", "linear_attention", "mamba", "mla", "compressed_attention", "moe",
+        "block_sparse_attention",
+    ):  # fmt: skip
         sub = fields.get(table)
         if sub:
             lines.append(f"[models.{table}]")

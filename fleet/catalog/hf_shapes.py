@@ -147,3 +147,37 @@ def block_sparse_attention(c: Mapping[str, Any], layers: int) -> Fields | None:
         "index_n_heads": int(sparse["sparse_num_index_heads"]),
         "index_head_dim": int(sparse["sparse_index_dim"]),
     }
+
+
+CSA_RATIO = 4
+"""The compression ratio of DeepSeek-V4's compressed sparse attention layers, the ones with a
+lightning indexer (the reference code builds the indexer where ``compress_ratio == 4``)."""
+
+
+def compressed_attention(c: Mapping[str, Any], layers: int) -> Fields | str:
+    """DeepSeek-V4's ``compress_ratios`` over the ``layers`` main layers (entries beyond them
+    belong to the MTP modules, which the catalog does not count) as the catalog's
+    ``compressed_attention`` fields, or why they are not: ratios other than 0, 4 and one
+    heavier ratio."""
+    ratios = list(c.get("compress_ratios") or [])
+    if len(ratios) < layers:
+        raise ValueError(f"field compress_ratios has {len(ratios)} entries for {layers} layers")
+    main = ratios[:layers]
+    heavy = sorted({r for r in main if r not in (0, CSA_RATIO)})
+    if len(heavy) > 1 or any(not isinstance(r, int) or r < 0 for r in main):
+        return f"compress_ratios {sorted(set(main))}: more than one ratio besides 0 and 4"
+    return {
+        "q_lora_rank": int(c["q_lora_rank"]),
+        "o_lora_rank": int(c["o_lora_rank"]),
+        "o_groups": int(c["o_groups"]),
+        "qk_rope_head_dim": int(c["qk_rope_head_dim"]),
+        "csa_layers": main.count(CSA_RATIO),
+        "csa_ratio": CSA_RATIO,
+        "hca_layers": sum(1 for r in main if heavy and r == heavy[0]),
+        "hca_ratio": heavy[0] if heavy else 128,
+        "index_n_heads": int(c["index_n_heads"]),
+        "index_head_dim": int(c["index_head_dim"]),
+        "index_topk": int(c["index_topk"]),
+        "hc_mult": int(c.get("hc_mult") or 1),
+        "hash_layers": int(c.get("num_hash_layers") or 0),
+    }

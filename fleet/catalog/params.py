@@ -16,6 +16,10 @@ keys); sliding-window layers with their own shape (``sliding_attention``: Gemma 
 MiMo-V2-Flash) count their own heads and widths, in the cache and in the weights; MLA stores
 the compressed latent and the RoPE key, ``kv_lora_rank + qk_rope_head_dim`` (plus the DSA
 indexer key where present). Sliding-window layers keep at most ``sliding_window`` tokens.
+DeepSeek-V4's compressed attention (``fleet.catalog.compressed``) stores one shared key-value
+vector per token (``num_kv_heads x head_dim``) in every layer's window, plus its compressed
+entries, indexer keys and compressor states; its weights are its own projections, compressors,
+indexers and hyper-connection maps.
 Linear-attention (Gated DeltaNet) layers keep no KV cache but a fixed state per request: value
 heads x key dim x value dim of recurrent state plus the convolution's last ``conv_kernel - 1``
 inputs (``state_bytes_per_layer``); their weights are the q/k/v/z input projection, the b/a gate
@@ -47,6 +51,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from fleet.catalog.compressed import (
+    compressed_entry_elements,
+    compressed_kv_bytes_per_sequence,
+    compression_params,
+    hyper_connection_params,
+    shared_attention_params_per_layer,
+)
 from fleet.catalog.schema import EmbeddingsCounted, Model
 
 FloatLike = float | npt.NDArray[np.float64]
@@ -71,6 +82,8 @@ class ParamBreakdown:
     router: float
     latent_projections: float = 0.0
     """A latent MoE's projections into and out of the experts' latent width, all MoE layers."""
+    hyper_connections: float = 0.0
+    """Hyper-connection mixing maps (DeepSeek-V4, ``fleet.catalog.compressed``)."""
 
     @property
     def total(self) -> float:
@@ -83,6 +96,7 @@ class ParamBreakdown:
             + self.shared_experts
             + self.router
             + self.latent_projections
+            + self.hyper_connections
         )
 
     @property
@@ -255,6 +269,8 @@ def attention_params_per_layer(model: Model) -> float:
     h = model.hidden_size
     heads = model.num_attention_heads
     mla = model.mla
+    if model.compressed_attention is not None:
+        return shared_attention_params_per_layer(model)
     if mla is None:
         v_dim = model.v_head_dim or model.head_dim
         out = _gqa_params(model, heads, model.num_kv_heads, model.head_dim, v_dim)
@@ -306,12 +322,16 @@ def param_breakdown(model: Model) -> ParamBreakdown:
     if model.mamba is not None:
         attention += mamba_layers(model) * mamba_params_per_layer(model)
     attention += block_sparse_layers(model) * block_sparse_index_params_per_layer(model)
+    attention += compression_params(model)  # DeepSeek-V4 compressors and indexers (else 0)
+    hyper = hyper_connection_params(model)
     gated_ffn = ffn_matrices(model) * h  # gate (if gated), up and down per unit of FFN width
     moe = model.moe
     n_moe = moe_layer_count(model)
     dense_ffn = float(dense_ffn_layers(model) * gated_ffn * model.intermediate_size)
     if moe is None:
-        return ParamBreakdown(embedding, lm_head, attention, dense_ffn, 0.0, 0.0, 0.0, 0.0)
+        return ParamBreakdown(
+            embedding, lm_head, attention, dense_ffn, 0.0, 0.0, 0.0, 0.0, hyper_connections=hyper
+        )
     # a latent MoE's experts work in the latent width (Nemotron 3 Super/Ultra)
     expert = ffn_matrices(model) * (moe.latent_size or h) * moe.expert_intermediate_size
     shared_width = moe.shared_expert_intermediate_size or moe.expert_intermediate_size
@@ -325,6 +345,7 @@ def param_breakdown(model: Model) -> ParamBreakdown:
         shared_experts=float(n_moe * moe.num_shared_experts * gated_ffn * shared_width),
         router=float(n_moe * h * moe.num_experts),
         latent_projections=float(n_moe * 2 * h * moe.latent_size),
+        hyper_connections=hyper,
     )
 
 
@@ -352,6 +373,8 @@ def kv_elements_per_token_per_layer(model: Model) -> int:
     """KV-cache elements one token adds to one (full-)attention layer: a key of ``head_dim`` and
     a value of ``v_head_dim`` per KV head (GQA), or the MLA latent and RoPE key."""
     mla = model.mla
+    if model.compressed_attention is not None:
+        return compressed_entry_elements(model)  # one shared key-value vector
     if mla is None:
         return model.num_kv_heads * (model.head_dim + (model.v_head_dim or model.head_dim))
     return mla.kv_lora_rank + mla.qk_rope_head_dim + mla.index_head_dim
@@ -391,6 +414,8 @@ def kv_bytes_per_sequence(
     if model.block_sparse_attention is not None:  # the indexer's keys, every token
         index = block_sparse_index_elements_per_token_layer(model) * kv_bytes_per_element
         out = out + block_sparse_layers(model) * index * tokens
+    if model.compressed_attention is not None:
+        out = out + compressed_kv_bytes_per_sequence(model, kv_bytes_per_element, tokens)
     return float(out) if out.ndim == 0 else out
 
 

@@ -357,6 +357,44 @@ class BlockSparseAttention(Frozen, frozen=True, kw_only=True):
     index_head_dim: PositiveInt
 
 
+class CompressedAttention(Frozen, frozen=True, kw_only=True):
+    """DeepSeek-V4's hybrid attention (``compress_ratios``): every layer attends over one shared
+    key-value vector of ``head_dim`` per token (one KV head; the key doubles as the value) of
+    the last ``sliding_window`` tokens, and on top of that window
+
+    - ``csa_layers`` (compressed sparse attention, ratio ``csa_ratio``) over one compressed entry
+      per ``csa_ratio`` tokens, of which a lightning indexer (``index_n_heads`` x
+      ``index_head_dim``, its own key compressed the same way and cached at 4 bits) selects the
+      ``index_topk`` that attention reads;
+    - ``hca_layers`` (heavily compressed attention, ratio ``hca_ratio``) over every compressed
+      entry, one per ``hca_ratio`` tokens;
+    - the other layers over the window alone.
+
+    A compressor (key-value and gate projections to ``head_dim``, twice that where its windows
+    overlap, ratio 4) pools each run of tokens; its partial window is a float32 state per
+    request. Queries come through the ``q_lora_rank`` bottleneck; the heads' outputs through
+    ``o_groups`` grouped projections to ``o_lora_rank`` each and one to the hidden width. The
+    residual stream is ``hc_mult`` copies of the hidden state (hyper-connections), mixed before
+    and after each sublayer by small learned maps."""
+
+    q_lora_rank: PositiveInt
+    o_lora_rank: PositiveInt
+    o_groups: PositiveInt
+    qk_rope_head_dim: PositiveInt
+    csa_layers: NonNegativeInt
+    csa_ratio: PositiveInt = 4
+    hca_layers: NonNegativeInt
+    hca_ratio: PositiveInt = 128
+    index_n_heads: PositiveInt
+    index_head_dim: PositiveInt
+    index_topk: PositiveInt
+    hc_mult: PositiveInt = 1
+    """Copies of the hidden state in the residual stream (1 = a plain residual)."""
+    hash_layers: NonNegativeInt = 0
+    """Leading MoE layers that route each token by a fixed token-id -> experts table instead of
+    the learned router's top-k (the same experts per token; no weights of their own beyond it)."""
+
+
 BlockPattern = Annotated[str, Meta(pattern=r"^[M*E\-]+$", max_length=1024)]
 """One character per block of a hybrid model (Nemotron-H ``hybrid_override_pattern``):
 ``M`` Mamba2 mixer, ``*`` attention, ``E`` MoE FFN, ``-`` dense FFN."""
@@ -421,6 +459,10 @@ class Model(Frozen, frozen=True, kw_only=True):
     attention (or linear attention) followed by an FFN."""
     mamba: Mamba2 | None = None
     """The ``M`` blocks' Mamba2 mixers (with ``block_pattern``)."""
+    compressed_attention: CompressedAttention | None = None
+    """DeepSeek-V4's compressed attention (then ``sliding_window_layers`` = ``num_layers``: every
+    layer keeps the window, and ``num_kv_heads`` x ``head_dim`` is the one shared key-value
+    vector per token)."""
     ffn_gated: bool = True
     """FFNs (dense and experts) are gated, 3 matrices (gate, up, down); False: 2 (up, down),
     as Nemotron-H's relu2 MLPs."""
@@ -429,6 +471,11 @@ class Model(Frozen, frozen=True, kw_only=True):
     ``attn_output_gate``): twice the q width."""
     native_precision: Precision = "bf16"
     """Precision of the released weights."""
+    four_bit_companion: Literal["bf16", "fp8"] = "bf16"
+    """Precision of the non-expert linear weights when the routed experts are served at 4 bits
+    (``FOUR_BIT``): BF16, as most 4-bit MoE checkpoints keep them; FP8 where the 4-bit
+    checkpoints keep them so (DeepSeek-V4: MXFP4 experts, FP8 block-scaled attention and shared
+    experts)."""
     mtp_layers: NonNegativeInt = 0
     """Multi-token-prediction modules shipped with the checkpoint (HF ``num_nextn_predict_layers``,
     MiniMax ``num_mtp_modules``): the model's own draft for speculative decoding."""
@@ -471,6 +518,7 @@ ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
         "mamba",
         "ffn_gated",
         "block_sparse_attention",
+        "compressed_attention",
     }
 )
 """Model fields read from the model's config.json, cited together as ``sources.architecture``."""

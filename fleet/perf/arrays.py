@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fleet.catalog import FOUR_BIT, PRECISIONS, Catalog, Model
+from fleet.catalog.compressed import INDEX_KEY_BYTES_PER_ELEMENT, compressor_state_bytes
 from fleet.catalog.params import (
     attention_params_per_layer,
     conv_state_bytes_per_layer,
@@ -133,6 +134,27 @@ class ModelArrays:
     """The indexer's query heads (split over tp like KV heads; 0 without)."""
     block_sparse_index_flops_per_head_ctx: FloatArray
     """Indexer scoring FLOPs per query token, context token and head: 2 x index_head_dim."""
+    csa_layers: FloatArray
+    """DeepSeek-V4 compressed sparse attention layers (``fleet.perf.compressed``); this and the
+    columns below are 0 (ratios 1, top-k inf) for every other model."""
+    csa_ratio: FloatArray
+    hca_layers: FloatArray
+    """DeepSeek-V4 heavily compressed attention layers."""
+    hca_ratio: FloatArray
+    compressed_topk: FloatArray
+    """Compressed entries a CSA layer's attention reads per query (the indexer's top-k)."""
+    index_key_bytes_per_entry: FloatArray
+    """Bytes of one cached indexer key (4-bit) per compressed entry of a CSA layer."""
+    index_flops_per_entry: FloatArray
+    """Indexer scoring FLOPs per query token and compressed entry of a CSA layer."""
+    compressor_state_bytes: FloatArray
+    """One stream's partial-window compressor states, all layers."""
+    residual_width_ratio: FloatArray
+    """Width of the residual stream over the hidden width (hyper-connections' copies; else 1):
+    what a pipeline hop carries."""
+    four_bit_companion: IntArray
+    """Precision column of the non-expert weights when the experts are 4-bit (BF16 but where
+    the model's 4-bit checkpoints keep them FP8)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +372,12 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "num_kv_heads": model.num_kv_heads,
             "is_mla": 1.0 if mla is not None else 0.0,
             "replicated_params": (
-                b.attention + b.dense_ffn + b.shared_experts + b.router + b.latent_projections
+                b.attention
+                + b.dense_ffn
+                + b.shared_experts
+                + b.router
+                + b.latent_projections
+                + b.hyper_connections
             ),
             "expert_params": b.routed_experts,
             "active_expert_fraction": (
@@ -381,10 +408,12 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "state_flops_per_token_layer": state_flops_per_token_layer(model),
             **_block_columns(model),
             **_block_sparse_columns(model),
+            **_compressed_columns(model),
         }
         for key, value in row.items():
             rows[key].append(value)
     ints = {"num_layers", "moe_layers", "num_heads", "num_kv_heads", "num_experts"}
+    ints.add("four_bit_companion")
     ints |= {"sliding_num_heads", "sliding_num_kv_heads"}
     columns: dict[str, Any] = {
         k: np.asarray(v, dtype=np.int64 if k in ints else np.float64)
@@ -453,6 +482,38 @@ def _block_sparse_columns(model: Model) -> dict[str, float]:
         "block_sparse_index_elements_per_token_layer": float(sparse.index_head_dim),
         "block_sparse_index_heads": float(sparse.index_n_heads),
         "block_sparse_index_flops_per_head_ctx": 2.0 * sparse.index_head_dim,
+    }
+
+
+def _compressed_columns(model: Model) -> dict[str, float]:
+    """DeepSeek-V4's compressed-attention columns (neutral values for every other model)."""
+    ca = model.compressed_attention
+    companion = float(PRECISIONS.index(model.four_bit_companion))
+    if ca is None:
+        return {
+            "csa_layers": 0.0,
+            "csa_ratio": 1.0,
+            "hca_layers": 0.0,
+            "hca_ratio": 1.0,
+            "compressed_topk": np.inf,
+            "index_key_bytes_per_entry": 0.0,
+            "index_flops_per_entry": 0.0,
+            "compressor_state_bytes": 0.0,
+            "residual_width_ratio": 1.0,
+            "four_bit_companion": companion,
+        }
+    return {
+        "csa_layers": float(ca.csa_layers),
+        "csa_ratio": float(ca.csa_ratio),
+        "hca_layers": float(ca.hca_layers),
+        "hca_ratio": float(ca.hca_ratio),
+        "compressed_topk": float(ca.index_topk),
+        "index_key_bytes_per_entry": ca.index_head_dim * INDEX_KEY_BYTES_PER_ELEMENT,
+        # q.k over the indexer's heads (ReLU, weighted sum), 2 FLOPs per multiply-add
+        "index_flops_per_entry": 2.0 * ca.index_n_heads * ca.index_head_dim,
+        "compressor_state_bytes": compressor_state_bytes(model),
+        "residual_width_ratio": float(ca.hc_mult),
+        "four_bit_companion": companion,
     }
 
 

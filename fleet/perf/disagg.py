@@ -20,7 +20,8 @@ Per unit (all vectorized, from the aggregated grid's rows, ``fleet.perf.grid.eva
   prefill_wave_s / dp) prefill replicas, cover in ``PREFILL_COVER``: the prefill side covers
   the decode side's request rate at full batch, with 0-100% spare so a prefill queue can stay
   short (the planner's TTFT headroom picks the ratio; a unit is one candidate "replica");
-- KV transfer: the prompt's KV (all layers, sliding layers capped at their window) from the
+- KV transfer: the prompt's KV (all layers, sliding layers capped at their window; DeepSeek-V4's
+  compressed entries, indexer keys and compressor states too) from the
   prefill replica's tp x pp ranks to the decode replica's (the fewer of the two send in
   parallel), over the scale-up link when the whole unit sits in one system inside one scale-up
   domain (an NVL72 rack), else over each device's share of the system's scale-out network
@@ -200,6 +201,18 @@ def kv_transfer_bytes(arrays: CatalogArrays, configs: Configs) -> FloatArray:
             * index
             * configs.isl[sparse]
             * _BYTES[configs.kv_precision[sparse]]
+        )
+    # DeepSeek-V4: the compressed entries beyond every layer's window (fleet.perf.compressed)
+    rows = np.flatnonzero((m.csa_layers[model] + m.hca_layers[model]) > 0)
+    if rows.size:
+        mo, isl = model[rows], configs.isl[rows].astype(np.float64)
+        entry = m.kv_elements_per_token_layer[mo] * _BYTES[configs.kv_precision[rows]]
+        kv[rows] += (
+            m.csa_layers[mo]
+            * np.floor(isl / m.csa_ratio[mo])
+            * (entry + m.index_key_bytes_per_entry[mo])
+            + m.hca_layers[mo] * np.floor(isl / m.hca_ratio[mo]) * entry
+            + m.compressor_state_bytes[mo]
         )
     return kv
 

@@ -45,7 +45,12 @@ Per configuration (docs/performance-model.md has the derivations):
    (``fleet.perf.closed_loop``).
 
 Precision: 4-bit weight formats (``FOUR_BIT``) on an MoE model apply to the routed experts only;
-the other linear weights are BF16 in bytes and FLOP rate (as published checkpoints ship them).
+the other linear weights are BF16 in bytes and FLOP rate (as published checkpoints ship them), or
+FP8 where the model's ``four_bit_companion`` says so and the part runs FP8 (DeepSeek-V4).
+
+DeepSeek-V4's compressed attention (``fleet.perf.compressed``): every layer's window is charged
+as a sliding-window layer's; the compressed entries, indexer keys and compressor states beyond
+it are added on those models' rows only.
 
 DeepSeek Sparse Attention (``Mla.index_topk``, GLM-5): attention reads and scores only the
 selected min(context, top-k) latent entries (mean over the positions), in MLA's
@@ -77,6 +82,7 @@ from fleet.perf.arrays import CatalogArrays, ModelArrays
 from fleet.perf.block_sparse import block_sparse_terms, index_heads_per_device
 from fleet.perf.closed_loop import prefill_share_in_decode, ttft_closed_loop
 from fleet.perf.comm import Links, StageComm, pipeline_hop_s
+from fleet.perf.compressed import compressed_work
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
 from fleet.perf.sparse import attention_work
 from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
@@ -106,8 +112,8 @@ def _roof(compute_s: FloatArray, memory_s: FloatArray) -> FloatArray:
     return hi * (1.0 + ratio**ROOF_SHARPNESS) ** (1.0 / ROOF_SHARPNESS)
 
 
-_OWN_SLIDING, _SPLIT_STATE, _BLOCKS, _MAMBA = 1, 2, 4, 8
-_BLOCK_SPARSE = 16
+_OWN_SLIDING, _SPLIT_STATE, _BLOCKS, _MAMBA, _COMPRESSED, _COMPANION = 1, 2, 4, 8, 16, 32
+_BLOCK_SPARSE = 64
 
 
 def _row_kinds(M: ModelArrays) -> np.ndarray:
@@ -116,7 +122,9 @@ def _row_kinds(M: ModelArrays) -> np.ndarray:
     their own (heads, KV heads, KV elements or attention FLOPs differ from a full layer's:
     Gemma 4, MiMo-V2); _SPLIT_STATE, a state-space mixer whose heads tp must divide; _BLOCKS,
     single-sublayer blocks (mixer-only and FFN-only: Nemotron-H); _MAMBA, Mamba2 mixers;
-    _BLOCK_SPARSE, block-sparse attention layers (MiniMax-M3)."""
+    _COMPRESSED, DeepSeek-V4's compressed attention layers (``fleet.perf.compressed``);
+    _COMPANION, non-expert weights kept at another precision than BF16 beside 4-bit experts;
+    _BLOCK_SPARSE, block-sparse attention layers (MiniMax-M3: ``fleet.perf.block_sparse``)."""
     own = (
         (M.sliding_num_heads != M.num_heads)
         | (M.sliding_num_kv_heads != M.num_kv_heads)
@@ -130,6 +138,8 @@ def _row_kinds(M: ModelArrays) -> np.ndarray:
         + blocks * _BLOCKS
         + (M.conv_state_bytes_per_layer > 0) * _MAMBA
         + (M.block_sparse_layers > 0) * _BLOCK_SPARSE
+        + ((M.csa_layers + M.hca_layers) > 0) * _COMPRESSED
+        + (M.four_bit_companion != _BF16) * _COMPANION
     ).astype(np.int64)
 
 
@@ -233,6 +243,12 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
 
     # (memory) weights, KV, workspace. 4-bit formats on an MoE model: experts only (FOUR_BIT).
     rp = np.where(_FOUR_BIT[wp] & is_moe, _BF16, wp)  # precision of the non-expert weights
+    companion = rows_of(_COMPANION)  # their 4-bit checkpoints keep them FP8 (DeepSeek-V4)
+    if companion.size:
+        o = companion
+        keep = M.four_bit_companion[m[o]]
+        native = A.native[a[o], keep]
+        rp[o] = np.where(_FOUR_BIT[wp[o]] & is_moe[o] & native, keep, rp[o])
     wbytes = _BYTES[wp]
     rbytes = _BYTES[rp]
     kbytes = _BYTES[kp]
@@ -283,6 +299,27 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
             draft=k_draft[o],
         )
         kv_bytes_per_stream[o] += block_sparse.held_per_stream
+    # DeepSeek-V4: compressed entries beyond every layer's window (fleet.perf.compressed)
+    compressed = rows_of(_COMPRESSED)
+    if compressed.size:
+        o, mo = compressed, m[compressed]
+        cw = compressed_work(
+            csa_layers=M.csa_layers[mo] * frac[o],
+            csa_ratio=M.csa_ratio[mo],
+            hca_layers=M.hca_layers[mo] * frac[o],
+            hca_ratio=M.hca_ratio[mo],
+            topk=M.compressed_topk[mo],
+            entry_bytes=kv_per_layer_token[o],
+            index_bytes=M.index_key_bytes_per_entry[mo],
+            state_bytes=M.compressor_state_bytes[mo] * frac[o],
+            attn_flops_per_entry=M.attention_flops_per_token_ctx_layer[mo] / tp[o],
+            index_flops_per_entry=M.index_flops_per_entry[mo] / tp[o],
+            held_tokens=isl[o] + osl[o] + k_draft[o],
+            isl=isl[o],
+            osl=osl[o],
+            cached=cached[o],
+        )
+        kv_bytes_per_stream[o] += cw.held_per_stream
     mem = memory_terms(
         weight_bytes=weights,
         kv_bytes_per_stream=kv_bytes_per_stream,
@@ -322,6 +359,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     pp_link = np.where(in_one_domain, link, S.scale_out_bytes_per_s[s] * A.link_fraction[a])
     pp_latency = np.where(in_one_domain, hop, S.scale_out_latency_s[s])
     units = M.layer_units[m]  # layers as the per-layer cost counts them (blocks / 2)
+    residual = hidden * M.residual_width_ratio[m]  # what a pipeline hop carries
     overhead = A.step_overhead_s[a] + A.layer_overhead_s[a] * units
 
     head_bytes = 2.0 * M.lm_head_params[m] / tp
@@ -364,6 +402,10 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         work.decode_flops_per_token[sparse_rows] += block_sparse.decode_flops_per_token
         work.prefill_flops_per_token[sparse_rows] += block_sparse.prefill_flops_per_token
     kv_read_per_stream = work.kv_read_per_stream
+    if compressed.size:
+        kv_read_per_stream[compressed] += cw.read_per_stream
+        work.decode_flops_per_token[compressed] += cw.decode_flops_per_token
+        work.prefill_flops_per_token[compressed] += cw.prefill_flops_per_token
     # the state of a linear-attention layer is read and written back every decode step, at the
     # state kernels' measured rate; a Mamba2 mixer's convolution window at its conv kernel's
     state_rw_s = 2.0 * linear_t * state_per_layer / (peak_bw * A.state_bandwidth_fraction[a])
@@ -454,7 +496,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
             pp > 1,
             pp
             * pipeline_hop_s(
-                tokens=tokens, hidden_size=hidden, link_bytes_per_s=pp_link, latency_s=pp_latency
+                tokens=tokens, hidden_size=residual, link_bytes_per_s=pp_link, latency_s=pp_latency
             ),
             0.0,
         )

@@ -34,7 +34,7 @@ MODEL_IDS = {
     "gpt-oss-20b", "gpt-oss-120b", "kimi-k2.5", "glm-5", "minimax-m2.5", "llama-4-maverick",
     "qwen3.5-122b-a10b", "qwen3.5-35b-a3b", "qwen3.5-27b", "llama-4-scout", "qwen3-8b",
     "mixtral-8x7b", "mixtral-8x22b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-vl-4b", "mimo-7b",
-    "deepseek-v3.2",
+    "deepseek-v3.2", "deepseek-v4-flash", "deepseek-v4-pro",
     "nemotron-3-nano-30b-a3b", "nemotron-h-56b", "nemotron-3-super-120b-a12b",
     "nemotron-3-ultra-550b-a55b",
     "gemma-4-26b-a4b", "gemma-4-31b", "mimo-v2-flash",

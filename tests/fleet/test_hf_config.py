@@ -68,7 +68,7 @@ def test_a_multimodal_config_is_read_from_its_text_part() -> None:
     [
         ({"layer_types": ["mamba", "full_attention"]}, "mamba"),
         ({"hybrid_override_pattern": "M-M-M*"}, "Mamba"),
-        ({"compress_ratios": [4, 128], "index_n_heads": 64}, "compressed sparse attention"),
+        ({"index_n_heads": 64}, "an indexer without an MLA latent or compress_ratios"),
     ],
 )
 def test_layers_with_per_request_state_are_not_forced_into_kv_fields(

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleet.catalog import Catalog, Model, load_catalog
+from fleet.catalog.compressed import compressor_state_bytes
 from fleet.catalog.params import (
     active_params,
     kv_bytes_per_sequence,
@@ -222,5 +223,14 @@ def test_kv_grows_with_context_and_at_most_linearly(
     # A linear-attention layer's or Mamba2 mixer's state is fixed: held from the first token,
     # never growing.
     state = state_layers(model) * state_bytes_per_layer(model)
-    assert shorter <= longer <= shorter + extra * full_per_token
-    assert shorter <= context * full_per_token + state
+    # DeepSeek-V4's compressed entries: per token 1/ratio of an entry (and of an indexer key on
+    # CSA layers), added a whole entry at a time; its compressor states fixed like a state
+    per_token, step = 0.0, 0.0
+    ca = model.compressed_attention
+    if ca is not None:
+        entry, csa_entry = model.head_dim, model.head_dim + 0.5 * ca.index_head_dim
+        per_token = ca.csa_layers * csa_entry / ca.csa_ratio + ca.hca_layers * entry / ca.hca_ratio
+        step = ca.csa_layers * csa_entry + ca.hca_layers * entry
+        state += compressor_state_bytes(model)
+    assert shorter <= longer <= shorter + extra * (full_per_token + per_token) + step
+    assert shorter <= context * (full_per_token + per_token) + state
