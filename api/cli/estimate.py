@@ -290,10 +290,19 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
         )
     if row["engine_note"]:
         lines.append(f"  note: {row['engine_note']}")
-    mla = catalog.model(model).mla
+    spec = catalog.model(model)
+    mla = spec.mla
     if mla is not None and mla.index_topk:
         lines.append(
             f"  note: sparse attention (DeepSeek Sparse Attention): each query reads and scores "
             f"the top {mla.index_topk:,} of its context tokens; the indexer scores them all"
+        )
+    ca = spec.compressed_attention
+    if ca is not None:
+        lines.append(
+            f"  note: compressed attention (DeepSeek-V4): every layer reads a "
+            f"{spec.sliding_window:,}-token window; {ca.csa_layers} layers add one entry per "
+            f"{ca.csa_ratio} tokens, of which an indexer selects {ca.index_topk:,}; "
+            f"{ca.hca_layers} layers read one entry per {ca.hca_ratio} tokens"
         )
     return "\n".join(lines)

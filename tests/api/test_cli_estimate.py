@@ -256,3 +256,9 @@ def test_the_table_says_when_attention_is_sparse(capsys: pytest.CaptureFixture[s
     assert "the top 2,048 of its context tokens" in capsys.readouterr().out
     assert main([*base, "--model", "deepseek-r1"]) == 0
     assert "sparse attention" not in capsys.readouterr().out
+    assert main([*base, "--ep", "8", "--model", "deepseek-v4-flash"]) == 0
+    out = capsys.readouterr().out
+    assert "compressed attention (DeepSeek-V4): every layer reads a 128-token window" in out
+    assert "21 layers add one entry per 4 tokens, of which an indexer selects 512" in out
+    assert "20 layers read one entry per 128 tokens" in out
+    assert "DeepSeek Sparse Attention" not in out
