@@ -5,14 +5,11 @@ math only, FP8/FP4 weight-only, and estimates on its 8-GPU PCIe server."""
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import msgspec
 import pytest
 
 from fleet.catalog import Catalog
-from fleet.perf import kernel_tables as kt
 from fleet.perf import kernel_vllm as kv
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
@@ -20,23 +17,10 @@ from fleet.perf.explain import describe_problem
 from fleet.perf.model import estimate
 from fleet.perf.transfer import resolve_efficiency
 from fleet.perf.types import Bound, Problem
+from tests.fleet.kernel_data import kernel_data, needs_data
 
 PART = "b60"
-WHEEL = Path(__file__).resolve().parents[2] / "build" / "aic" / "whl"
 FIGURE_TOLERANCE = 0.02
-
-
-def _data() -> Path | None:
-    try:
-        return kt.find_data(WHEEL)
-    except FileNotFoundError:
-        return None
-
-
-needs_data = pytest.mark.skipif(
-    _data() is None and not os.environ.get("CI"),
-    reason=f"aiconfigurator-core kernel tables not under {WHEEL} (see .ci/run)",
-)
 
 
 def _stored(block: msgspec.Struct | None) -> dict[str, float]:
@@ -50,7 +34,7 @@ def _stored(block: msgspec.Struct | None) -> dict[str, float]:
 
 @needs_data
 def test_kernel_blocks_reproduce_from_the_vllm_tables(catalog: Catalog) -> None:
-    data = _data()
+    data = kernel_data()
     assert data is not None
     acc = catalog.accelerator(PART)
     fits = kv.fit_part(data, acc, *kv.VLLM_PARTS[PART])
@@ -72,7 +56,7 @@ def test_held_out_shapes(catalog: Catalog) -> None:
     Hopper's vLLM FP8 tables measure, 23-27%: 30%. Measured: B60 regime GEMMs 1.4-7.6%, decode
     attention 2.3%, prefill attention 10.1%, all-reduce 19.6%; Hopper's 3.9-11.4%, 6.9-9.6%,
     14.2-14.8%, 9.5-10.7%."""
-    data = _data()
+    data = kernel_data()
     assert data is not None
     bound = {
         "compute": 0.12, "decode": 0.12, "gemm": 0.30, "attention": 0.35, "context": 0.25,

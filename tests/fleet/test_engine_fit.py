@@ -7,23 +7,19 @@ tables for Blackwell); docs/calibration.md, "Engines", publishes the tables.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from fleet.catalog import load_catalog
 from fleet.catalog.load import Catalog
 from fleet.perf import engine_fit as ef
-from fleet.perf import kernel_tables as kt
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.engines import engine_arrays, flat
 from fleet.perf.measured import MeasuredRuns
 from fleet.perf.model import estimate
-from tests.fleet.measured_runs import REPO_ROOT, needs_runs
+from tests.fleet.kernel_data import WHEEL, needs_data
+from tests.fleet.measured_runs import needs_runs
 
-WHEEL = REPO_ROOT / "build" / "aic" / "whl"
 FIGURE_TOLERANCE = 0.02
 """Relative: the catalog stores the multipliers to 3 significant digits."""
 
@@ -88,17 +84,7 @@ def test_the_split_holds_out_whole_series(arrays: CatalogArrays, runs: MeasuredR
     assert 0.15 < split.held_out.mean() < 0.35
 
 
-def _data() -> Path | None:
-    try:
-        return kt.find_data(WHEEL)
-    except FileNotFoundError:
-        return None
-
-
-@pytest.mark.skipif(
-    _data() is None and not os.environ.get("CI"),
-    reason=f"aiconfigurator-core kernel tables not under {WHEEL} (see .ci/run)",
-)
+@needs_data
 def test_catalog_multipliers_reproduce_from_the_fit(
     catalog: Catalog, arrays: CatalogArrays, runs: MeasuredRuns
 ) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from pathlib import Path
 
 import msgspec
@@ -23,30 +22,16 @@ from fleet.perf import kernel_fit as kf
 from fleet.perf import kernel_parts as kp
 from fleet.perf import kernel_tables as kt
 from fleet.perf.transfer import resolve_efficiency
+from tests.fleet.kernel_data import WHEEL, kernel_data, needs_data
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-WHEEL = REPO_ROOT / "build" / "aic" / "whl"
 HOPPER = ("h100-sxm", "h200-sxm")
 FIGURE_TOLERANCE = 0.02
 """Relative: the catalog stores the fitted figures to 3 significant digits."""
 
 
-def _data() -> Path | None:
-    try:
-        return kt.find_data(WHEEL)
-    except FileNotFoundError:
-        return None
-
-
-needs_data = pytest.mark.skipif(
-    _data() is None and not os.environ.get("CI"),
-    reason=f"aiconfigurator-core kernel tables not under {WHEEL} (see .ci/run)",
-)
-
-
 @pytest.fixture(scope="module")
 def fits(catalog: Catalog) -> dict[str, list[kf.KernelFit]]:
-    data = _data()
+    data = kernel_data()
     assert data is not None, f"kernel tables missing under {WHEEL}"
     return {a: kf.fit_accelerator(data, catalog.accelerator(a)) for a in kt.SYSTEMS}
 
@@ -261,7 +246,7 @@ def test_engine_tables_fit_like_tensorrt_llm(catalog: Catalog) -> None:
     (docs/calibration.md, engines); their FP8 GEMMs reach less of the peak."""
     from fleet.perf import kernel_engines as ke
 
-    data, b200 = _data(), catalog.accelerator("b200")
+    data, b200 = kernel_data(), catalog.accelerator("b200")
     assert data is not None
     trt = ke.gemm(data, b200, "trtllm", "bf16")
     for engine in ("vllm", "sglang"):
@@ -278,7 +263,7 @@ def test_a100_attention_table_times_more_bytes_than_hbm_moves(catalog: Catalog) 
     """Why A100's decode-attention table is not read (kernel_parts.KV_READ_UNPHYSICAL): a fifth
     of its calls reading >= 64 MiB of BF16 KV would move it faster than the datasheet HBM
     bandwidth (measured 22%, up to 1.69x); on H100 none does (at most 0.93)."""
-    data = _data()
+    data = kernel_data()
     assert data is not None
     assert "a100-sxm" in kp.KV_READ_UNPHYSICAL
     assert not kp.available(data, "a100-sxm")["attention"]
