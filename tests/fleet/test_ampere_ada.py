@@ -14,6 +14,7 @@ from fleet.perf.explain import describe_problem
 from fleet.perf.model import estimate
 from fleet.perf.transfer import resolve_efficiency
 from fleet.perf.types import Bound, Problem
+from tests.fleet.streaming import streams_like_h100
 
 HOPPER = ("h100-sxm", "h200-sxm")
 
@@ -86,23 +87,7 @@ def test_small_batch_fits_and_streams_weights(
     """At batch 1 a decode step reads every weight and little else: memory bound, and its memory
     term is H100's for the same bytes times the ratio of the datasheet rates x weight-streaming
     fractions (KV reads, at another fraction, are under 1% of the bytes here)."""
-    configs = make_configs(
-        catalog, model=model, accelerator=accelerator, precision=precision, tp=tp, batch=1
-    )
-    est = estimate(arrays, configs)
-    assert est.problem[0] == Problem.OK
-    assert est.bound[0] == Bound.MEMORY
-    ref = estimate(arrays, make_configs(
-        catalog, model=model, accelerator="h100-sxm", precision=precision, tp=tp, batch=1
-    ))  # fmt: skip
-    eff = resolve_efficiency(catalog)
-    rate = {
-        a: catalog.accelerator(a).memory_bandwidth_bytes_per_s * eff[a].weight_bandwidth[precision]  # type: ignore[index]
-        for a in (accelerator, "h100-sxm")
-    }
-    assert est.step_memory_s[0] / ref.step_memory_s[0] == pytest.approx(
-        rate["h100-sxm"] / rate[accelerator], rel=0.01
-    )
+    est = streams_like_h100(catalog, arrays, accelerator, model, precision, tp)
     assert est.step_s[0] > est.step_memory_s[0]
 
 

@@ -17,6 +17,7 @@ from fleet.perf.model import estimate
 from fleet.perf.score import score
 from fleet.perf.transfer import resolve_efficiency
 from fleet.perf.types import Bound, Problem
+from tests.fleet.streaming import streams_like_h100
 from tests.fleet.test_score import HEADER
 
 PART = "rtx-pro-6000-server"
@@ -89,23 +90,7 @@ def test_small_batch_fits_and_streams_weights(
     """At batch 1 a decode step reads every weight and little else: memory bound, and its memory
     term is H100's for the same bytes times the ratio of datasheet rates x weight-streaming
     fractions."""
-    configs = make_configs(
-        catalog, model=model, accelerator=PART, precision=precision, tp=tp, batch=1
-    )
-    est = estimate(arrays, configs)
-    assert est.problem[0] == Problem.OK
-    assert est.bound[0] == Bound.MEMORY
-    ref = estimate(arrays, make_configs(
-        catalog, model=model, accelerator="h100-sxm", precision=precision, tp=tp, batch=1
-    ))  # fmt: skip
-    eff = resolve_efficiency(catalog)
-    rate = {
-        a: catalog.accelerator(a).memory_bandwidth_bytes_per_s * eff[a].weight_bandwidth[precision]  # type: ignore[index]
-        for a in (PART, "h100-sxm")
-    }
-    assert est.step_memory_s[0] / ref.step_memory_s[0] == pytest.approx(
-        rate["h100-sxm"] / rate[PART], rel=0.01
-    )
+    streams_like_h100(catalog, arrays, PART, model, precision, tp)
 
 
 def test_llama_70b_over_two_gpus(catalog: Catalog, arrays: CatalogArrays) -> None:
