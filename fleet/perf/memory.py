@@ -30,7 +30,7 @@ USABLE_FRACTION = 0.9
 """vLLM's default gpu_memory_utilization, of the memory the device reports (the catalog's
 ``memory_gb``); the rest is left to the driver and fragmentation."""
 HBM_RESERVED_FRACTION = 0.03
-"""Runtime, CUDA graphs and NCCL buffers: ~2.4 GB on an 80 GB GPU."""
+"""Runtime, CUDA graphs and NCCL buffers: ~2.6 GB on an H100 (85.52 GB reported)."""
 PREFILL_CHUNK_TOKENS = 2048
 """Chunked-prefill tokens per step whose activations are resident (vLLM/TRT-LLM scale)."""
 ACTIVATION_BUFFERS = 8.0
