@@ -252,6 +252,27 @@ def result_row(
     }
 
 
+def _block_fp8_moe_note(catalog: Catalog, configs: Configs, engine_id: str) -> str | None:
+    """What an engine's block-scaled FP8 MoE kernel adds to the step's overhead, when it does."""
+    from fleet.catalog import PRECISIONS
+    from fleet.catalog.params import moe_layer_count
+    from fleet.perf.engines import block_fp8_moe_terms
+
+    spec = catalog.model(list(catalog.models)[configs.model[0]])
+    system = catalog.systems[list(catalog.systems)[configs.system[0]]]
+    per_expert_s = block_fp8_moe_terms(catalog, engine_id).get(system.accelerator)
+    fp8 = PRECISIONS[int(configs.weight_precision[0])] == "fp8"
+    if not (per_expert_s and spec.fp8_block_scaled and spec.moe is not None and fp8):
+        return None
+    held = spec.moe.num_experts // max(int(configs.ep[0]), 1)
+    layers = moe_layer_count(spec)
+    return (
+        f"{engine_id}'s block-scaled FP8 MoE kernel: {held * layers * per_expert_s * 1e3:.2f} ms "
+        f"of the overhead per forward pass ({held} experts held per rank x {layers} MoE layers x "
+        f"{per_expert_s * 1e6:.3g} us, measured on its kernel tables)"
+    )
+
+
 def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     from fleet.perf.explain import layout_label
 
@@ -291,6 +312,9 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     if row["engine_note"]:
         lines.append(f"  note: {row['engine_note']}")
     spec = catalog.model(model)
+    grid = _block_fp8_moe_note(catalog, configs, row["engine"])
+    if grid:
+        lines.append(f"  note: {grid}")
     mla = spec.mla
     if mla is not None and mla.index_topk:
         lines.append(

@@ -12,6 +12,9 @@ it is the accelerators' factors as they are.
 Every multiplier given carries its source in the entry's ``sources`` table, keyed by multiplier
 name (``flops`` covers every precision of the flops table).
 
+An entry may also carry a kernel term that is not a multiplier: ``block_fp8_moe_local_expert_us``,
+the engine's block-scaled FP8 MoE kernel's fixed time per expert held on a rank (0 where absent).
+
 An engine's ``scheduling`` table (optional) carries what its scheduler does to a closed-loop
 benchmark's TTFT: whether it prefills waiting requests before decoding and its per-request
 overhead, each with a source (``fleet.perf.closed_loop``). Absent: the pooled terms.
@@ -70,6 +73,11 @@ class EngineFactors(Frozen, frozen=True, kw_only=True):
     step_overhead: Multiplier | None = None
     layer_overhead: Multiplier | None = None
     collective_overhead: Multiplier | None = None
+    block_fp8_moe_local_expert_us: Annotated[float, Meta(ge=0.0, le=100.0)] | None = None
+    """Not a multiplier: the engine's block-scaled FP8 MoE kernel's fixed time per expert held on
+    the rank, per MoE layer and forward pass, in microseconds, measured on its kernel tables
+    (``fleet.perf.kernel_moe_grid``); charged on models whose FP8 experts are block-scaled
+    (``Model.fp8_block_scaled``). None: the engine's kernel shows no such term (0)."""
     sources: dict[str, str]
 
     def not_measured(self) -> tuple[str, ...]:
@@ -142,6 +150,8 @@ def engine_problem(engine: Engine, accelerators: set[str]) -> tuple[str, str] | 
         given = [n for n in MULTIPLIERS if n != "flops" and getattr(f, n) is not None]
         if any(f.flops.get(p) is not None for p in PRECISIONS):
             given.append("flops")
+        if f.block_fp8_moe_local_expert_us is not None:
+            given.append("block_fp8_moe_local_expert_us")
         missing = [n for n in given if n not in f.sources]
         if missing:
             return f"factors[{j}].sources", f"no source for {missing}"

@@ -179,6 +179,8 @@ def _model_problem(model: Model) -> tuple[str, str] | None:
         return "moe.experts_per_token", "exceeds num_experts"
     if moe is not None and moe.dense_layers >= model.num_layers:
         return "moe.dense_layers", "must be less than num_layers"
+    if model.fp8_block_scaled and "fp8_block_scaled" not in model.sources:
+        return "sources.fp8_block_scaled", "required when fp8_block_scaled is set"
     return None
 
 

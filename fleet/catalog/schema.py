@@ -482,6 +482,11 @@ class Model(Frozen, frozen=True, kw_only=True):
     mtp_acceptance: Annotated[float, Meta(ge=0, lt=1)] | None = None
     """Published per-token acceptance of that MTP draft; the planner's grid offers MTP
     speculative decoding (draft length ``mtp_layers``) only where it is set."""
+    fp8_block_scaled: bool = False
+    """The model's FP8 checkpoint scales its weights per 128 x 128 block (DeepSeek-style
+    ``quantization_config.weight_block_size``), so its FP8 experts run through the engines'
+    block-scaled FP8 MoE kernels (``fleet.perf.kernel_moe_grid``); cited in
+    ``sources.fp8_block_scaled`` when set. False: per-tensor FP8 or no FP8 checkpoint."""
     published_total_params_b: PositiveFloat
     published_active_params_b: PositiveFloat
     published_active_embeddings: EmbeddingsCounted = "input_and_output"

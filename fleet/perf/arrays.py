@@ -64,6 +64,8 @@ class ModelArrays:
     """experts_per_token / num_experts (0 for dense models)."""
     num_experts: IntArray
     """Routed experts per MoE layer (0 for dense models)."""
+    fp8_block_scaled: FloatArray
+    """1.0 where the model's FP8 checkpoint is block-scaled (``Model.fp8_block_scaled``)."""
     experts_per_token: FloatArray
     vocab_size: FloatArray
     embedding_params: FloatArray
@@ -214,6 +216,10 @@ class AcceleratorArrays:
     kv_of_free_memory: FloatArray
     """1 where the engine sizes its KV pool as a fraction of the memory free after weights and
     workspace (``fleet.perf.memory.memory_terms``), 0 for a fraction of the device's memory."""
+    block_fp8_moe_local_expert_s: FloatArray
+    """The engine's block-scaled FP8 MoE kernel's fixed time per expert held on a rank, per MoE
+    layer and forward pass (0 for the pooled default and kernels without the term;
+    ``fleet.perf.kernel_moe_grid``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +312,17 @@ class CatalogArrays:
             ),
         )
 
+    def with_block_fp8_moe(self, local_expert_s: Mapping[str, float]) -> CatalogArrays:
+        """A copy whose accelerators named in ``local_expert_s`` take that block-scaled FP8 MoE
+        time per expert held (an engine's kernel term; the others keep theirs)."""
+        acc = self.accelerators
+        column = acc.block_fp8_moe_local_expert_s.copy()
+        for a, value in local_expert_s.items():
+            if a in acc.ids:
+                column[acc.ids.index(a)] = value
+        new = dataclasses.replace(acc, block_fp8_moe_local_expert_s=column)
+        return dataclasses.replace(self, accelerators=new)
+
     def scaled(
         self, accelerator_ids: tuple[str, ...], multipliers: Mapping[str, float | FloatArray]
     ) -> CatalogArrays:
@@ -384,6 +401,7 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
                 moe.experts_per_token / moe.num_experts if moe is not None else 0.0
             ),
             "num_experts": moe.num_experts if moe is not None else 0,
+            "fp8_block_scaled": 1.0 if model.fp8_block_scaled else 0.0,
             "experts_per_token": moe.experts_per_token if moe is not None else 0,
             "vocab_size": model.vocab_size,
             "embedding_params": b.embedding,
@@ -573,6 +591,7 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         request_overhead_s=col(lambda a: REQUEST_OVERHEAD_S),
         prefill_first=col(lambda a: 0.0),
         kv_of_free_memory=col(lambda a: 0.0),
+        block_fp8_moe_local_expert_s=col(lambda a: 0.0),
     )
 
 

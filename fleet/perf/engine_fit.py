@@ -39,6 +39,7 @@ contents of fleet/data/engines.toml (with each engine's closed-loop TTFT terms,
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ from fleet.catalog import PRECISIONS, Catalog, load_catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, relative_errors, with_factors
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
-from fleet.perf.engines import apply
+from fleet.perf.engines import apply, block_fp8_moe_terms
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
 
@@ -166,7 +167,14 @@ def with_scheduler(
         request_overhead_s=request_overhead_s,
         prefill_first=prefill_first,
         kv_of_free_memory=engine in KV_OF_FREE_MEMORY,
-    )
+    ).with_block_fp8_moe(block_fp8_moe_s(engine))
+
+
+@functools.cache
+def block_fp8_moe_s(engine: str) -> dict[str, float]:
+    """``engine``'s block-scaled FP8 MoE time per expert held, per accelerator, seconds, as the
+    catalog carries it (a kernel measurement, ``fleet.perf.kernel_moe_grid``; not fitted here)."""
+    return block_fp8_moe_terms(load_catalog(), engine)
 
 
 def fit_engine(
@@ -347,14 +355,35 @@ KERNEL_SOURCE = (
     "Hopper), aiconfigurator-core 0.12.0 kernel tables: python -m fleet.perf.engine_fit"
 )
 STEP_SOURCE = "the Hopper multiplier (serving software, no kernel measures it)"
+GRID_SOURCE = (
+    "TensorRT-LLM 1.3.0rc20 MoE kernel table of {parts} (aiconfigurator-core 0.12.0, "
+    "moe_perf.parquet): block-scaled FP8 rows of the gated kernels, balanced routing, calls of "
+    "<= 64 tokens, roofline + call + this term x experts held (E / ep){mean}: python -m "
+    "fleet.perf.kernel_moe_grid"
+)
+GRID_ENGINES = ("trtllm",)
+"""Engines whose block-scaled FP8 MoE kernel carries a cost per expert held (SGLang's and vLLM's
+Triton kernels fit to 0-0.05 us: ``fleet.perf.kernel_moe_grid``)."""
 
 
-def _toml_factors(accs: Sequence[str], basis: str, m: dict[str, float]) -> list[str]:
+def grid_figure(grid: dict[str, float], accs: Sequence[str]) -> float | None:
+    """The per-expert-held figure of an entry over ``accs`` (geometric mean); None where a part
+    has none."""
+    if not grid or any(a not in grid for a in accs):
+        return None
+    return math.exp(sum(math.log(grid[a]) for a in accs) / len(accs))
+
+
+def _toml_factors(
+    accs: Sequence[str], basis: str, m: dict[str, float], grid_us: float | None = None
+) -> list[str]:
     lines = ["", "[[engines.factors]]", f"accelerators = {list(accs)!r}".replace("'", '"')]
     lines.append(f'basis = "{basis}"')
     for name in ("bandwidth", "link", "step_overhead", "collective_overhead"):
         if name in m:
             lines.append(f"{name} = {m[name]:.3g}")
+    if grid_us is not None:
+        lines.append(f"block_fp8_moe_local_expert_us = {grid_us:.3g}")
     flops = {k.split(".")[1]: v for k, v in m.items() if k.startswith("flops.")}
     if flops:
         cells = ", ".join(f"{p} = {v:.3g}" for p, v in flops.items())
@@ -366,13 +395,26 @@ def _toml_factors(accs: Sequence[str], basis: str, m: dict[str, float]) -> list[
             if basis != "fitted-on-runs" and name == "step_overhead":
                 source = STEP_SOURCE
             lines.append(f'{name} = "{source}"')
+    if grid_us is not None:
+        parts = " and ".join(kt_systems(accs))
+        mean = ", geometric mean of the parts" if len(accs) > 1 else ""
+        lines.append(
+            f'block_fp8_moe_local_expert_us = "{GRID_SOURCE.format(parts=parts, mean=mean)}"'
+        )
     return lines
+
+
+def kt_systems(accs: Sequence[str]) -> list[str]:
+    from fleet.perf import kernel_tables as kt
+
+    return [kt.SYSTEMS[a] for a in accs]
 
 
 def engines_toml(
     fitted: dict[str, dict[str, float]],
     ratios: dict[tuple[str, str], dict[str, float]],
     overheads_ms: dict[str, float],
+    grid: dict[str, float] | None = None,
 ) -> str:
     """fleet/data/engines.toml from the fits (generated: re-run, do not edit by hand); each
     engine's closed-loop TTFT terms from ``fleet.perf.ttft_fit`` (its request overheads)."""
@@ -387,11 +429,11 @@ def engines_toml(
         lines += ["", "[[engines]]", f'id = "{e}"', f'name = "{name}"']
         lines.append(f'versions = "{VERSIONS[e]}"')
         lines += scheduling_toml(e, overheads_ms[e])
-        lines += _toml_factors(HOPPER, "fitted-on-runs", fitted[e])
+        g = (grid or {}) if e in GRID_ENGINES else {}
+        lines += _toml_factors(HOPPER, "fitted-on-runs", fitted[e], grid_figure(g, HOPPER))
         for acc in BLACKWELL:
-            lines += _toml_factors(
-                (acc,), "runs-and-kernel-ratios", blackwell(fitted[e], ratios, e, acc)
-            )
+            m = blackwell(fitted[e], ratios, e, acc)
+            lines += _toml_factors((acc,), "runs-and-kernel-ratios", m, grid_figure(g, (acc,)))
     return "\n".join(lines) + "\n"
 
 
@@ -412,10 +454,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     fitted, table = fit_all(arrays, runs)
     ratios = kernel_ratios(args.data, catalog)
     if args.toml:
-        from fleet.perf import ttft_fit
+        from fleet.perf import kernel_moe_grid, kernel_tables, ttft_fit
 
         overheads, _ = ttft_fit.fit_all(arrays, runs)
-        print(engines_toml(fitted, ratios, overheads))
+        parts = [catalog.accelerator(a) for a in kernel_moe_grid.PARTS]
+        grid = kernel_moe_grid.trtllm_figures(kernel_tables.find_data(args.data), parts)
+        print(engines_toml(fitted, ratios, overheads, grid))
         return 0
     print("| engine | split | rows | TPOT pooled / engine | tok/s/GPU pooled / engine "
           "| TTFT pooled / engine |")  # fmt: skip

@@ -65,6 +65,7 @@ def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> Ca
     for factors in engine.factors:
         accs = [a for a in factors.accelerators if a in arrays.accelerators.ids]
         arrays = apply(arrays, accs, flat(factors))
+    arrays = arrays.with_block_fp8_moe(block_fp8_moe_terms(catalog, engine_id))
     if engine.scheduling is not None:
         arrays = arrays.with_scheduling(
             request_overhead_s=engine.scheduling.request_overhead_ms * 1e-3,
@@ -72,6 +73,20 @@ def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> Ca
             kv_of_free_memory=engine.scheduling.kv_cache_of_free_memory,
         )
     return arrays
+
+
+def block_fp8_moe_terms(catalog: Catalog, engine_id: str) -> dict[str, float]:
+    """Accelerator id -> ``engine_id``'s block-scaled FP8 MoE time per expert held, seconds, on
+    the parts its entries measure it (empty for the pooled default)."""
+    engine = catalog.engine(engine_id)
+    if engine is None:
+        return {}
+    return {
+        a: f.block_fp8_moe_local_expert_us * 1e-6
+        for f in engine.factors
+        if f.block_fp8_moe_local_expert_us is not None
+        for a in f.accelerators
+    }
 
 
 def engine_note(

@@ -358,14 +358,9 @@ def markdown(fits: Sequence[KernelFit]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("build/aic/whl"))
     parser.add_argument("--markdown", action="store_true", help="print the fits as markdown")
     parser.add_argument("--accelerators", nargs="*", default=list(kt.SYSTEMS))
-    args = parser.parse_args(argv)
-    try:
-        data = kt.find_data(args.data)
-    except FileNotFoundError as err:
-        parser.exit(2, f"{err}\n")
+    args, data = kt.parse_with_data(parser, argv)
     catalog = load_catalog()
     all_fits: list[KernelFit] = []
     for acc_id in args.accelerators:

@@ -17,6 +17,8 @@ Only the kernel tables are read; the package's end-to-end sample runs are not.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,6 +156,22 @@ def find_data(root: Path) -> Path:
     raise FileNotFoundError(
         f"no aiconfigurator-core kernel tables under {root}; see fleet/perf/kernel_tables.py"
     )
+
+
+DEFAULT_WHEEL = Path("build/aic/whl")
+
+
+def parse_with_data(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> tuple[argparse.Namespace, Path]:
+    """``parser``'s arguments plus ``--data`` (where the wheel is unpacked) and the tables'
+    directory under it; exits 2 with a one-line message when they are not there."""
+    parser.add_argument("--data", type=Path, default=DEFAULT_WHEEL)
+    args = parser.parse_args(argv)
+    try:
+        return args, find_data(args.data)
+    except FileNotFoundError as err:
+        parser.exit(2, f"{err}\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +405,11 @@ def moe(data: Path, accelerator: str, dtype: str) -> Samples:
         & pl.col("kernel_source").is_in(MOE_KERNELS)
         & (pl.col("num_tokens") <= MOE_MAX_TOKENS)
     )
+    return moe_samples(d, dtype)
+
+
+def moe_samples(d: pl.DataFrame, dtype: str) -> Samples:
+    """``moe``'s counts for rows of an MoE table already filtered to one ``dtype`` (our name)."""
     t, h, inter, topk, e, tp, ep = (
         d[c].to_numpy().astype(np.float64)
         for c in (

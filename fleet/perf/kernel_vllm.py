@@ -141,12 +141,7 @@ def reference(data: Path, members: dict[str, Accelerator]) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("build/aic/whl"))
-    args = parser.parse_args(argv)
-    try:
-        data = kt.find_data(args.data)
-    except FileNotFoundError as err:
-        parser.exit(2, f"{err}\n")
+    _, data = kt.parse_with_data(parser, argv)
     catalog = load_catalog()
     for acc_id, (system, version) in VLLM_PARTS.items():
         acc = catalog.accelerator(acc_id)

@@ -89,6 +89,7 @@ from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
 
 _BYTES = np.asarray([BYTES_PER_ELEMENT[p] for p in PRECISIONS])
 _BF16 = PRECISIONS.index("bf16")
+_FP8 = PRECISIONS.index("fp8")
 _FOUR_BIT = np.asarray([p in FOUR_BIT for p in PRECISIONS])
 ROOF_SHARPNESS = 2.0
 """p of the smooth roofline; preferred to max() (p = inf) by the calibration."""
@@ -361,6 +362,12 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     units = M.layer_units[m]  # layers as the per-layer cost counts them (blocks / 2)
     residual = hidden * M.residual_width_ratio[m]  # what a pipeline hop carries
     overhead = A.step_overhead_s[a] + A.layer_overhead_s[a] * units
+    # an engine's block-scaled FP8 MoE kernel: a fixed time per expert held on the rank, in every
+    # MoE layer of every forward pass (fleet.perf.kernel_moe_grid; 0 for the pooled default)
+    grid = A.block_fp8_moe_local_expert_s[a] * M.fp8_block_scaled[m]
+    if np.any(grid > 0.0):
+        held = np.where(wp == _FP8, n_exp / ep, 0.0)
+        overhead = overhead + grid * M.moe_layers[m] * held
 
     head_bytes = 2.0 * M.lm_head_params[m] / tp
     head_flops_per_token = 2.0 * M.lm_head_params[m] / tp

@@ -262,3 +262,20 @@ def test_the_table_says_when_attention_is_sparse(capsys: pytest.CaptureFixture[s
     assert "21 layers add one entry per 4 tokens, of which an indexer selects 512" in out
     assert "20 layers read one entry per 128 tokens" in out
     assert "DeepSeek Sparse Attention" not in out
+
+
+def test_the_table_says_what_the_block_fp8_moe_kernel_adds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under TensorRT-LLM a block-scaled FP8 MoE model's step overhead holds its MoE kernel's
+    cost per expert held; the table says how much, and says nothing at the pooled default."""
+    argv = ["estimate", "--model", "deepseek-r1", "--system", "hgx-h200-8", "--precision", "fp8"]
+    argv += ["--tp", "8", "--batch", "4"]
+    assert main([*argv, "--engine", "trtllm"]) == 0
+    out = capsys.readouterr().out
+    assert "block-scaled FP8 MoE kernel: 3.99 ms of the overhead" in out
+    assert "256 experts held per rank x 58 MoE layers" in out
+    assert main([*argv, "--ep", "8", "--engine", "trtllm"]) == 0
+    assert "32 experts held per rank" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "MoE kernel" not in capsys.readouterr().out
