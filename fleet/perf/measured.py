@@ -23,7 +23,10 @@ Column mapping (``parse_row``):
   w4afp8 -> int4, int8 weight-only and SmoothQuant -> int8, empty / bfloat16 -> bf16; the KV cache
   precision is not recorded, so it takes ``default_kv_precision`` (FP8 with FP8/FP4 weights);
 - ``mode`` = ``disagg`` rows: the same per-worker columns with ``prefill_`` / ``decode_`` prefixes
-  and ``prefill_num_workers`` / ``decode_num_workers`` (``DisaggRun``);
+  and ``prefill_num_workers`` / ``decode_num_workers`` (``DisaggRun``). Both counts are required:
+  without them the row names no deployment (how many GPUs, how many streams each decode worker
+  holds), so it is not scored and is counted under that reason rather than read as one worker
+  of each kind;
 - observations: TPOT = ``silicon_tpot_ms``; tokens/s per GPU = concurrency x osl /
   (ttft_s + osl x tpot_s) / GPUs (closed loop), from the measured TTFT and TPOT.
 """
@@ -171,6 +174,10 @@ def reference_csv(repo_root: Path) -> Path:
     return repo_root.parent / "shared" / "reference" / CSV_NAME
 
 
+WORKER_COUNTS = ("prefill_num_workers", "decode_num_workers")
+"""A disaggregated row's worker counts: required (``parse_row``)."""
+
+
 def _int(text: str | None, default: int = 1) -> int:
     text = (text or "").strip()
     if not text:
@@ -205,6 +212,12 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
     try:
         match = re.search(r"silicon_concurrency=(\d+)", row.get("silicon_data_source") or "")
         if mode == "disagg":
+            missing = [c for c in WORKER_COUNTS if not (row.get(c) or "").strip()]
+            if missing:
+                return (
+                    f"disaggregated row without {' and '.join(missing)}: its deployment "
+                    "(workers, GPUs, streams per decode worker) is not recorded"
+                )
             worker, prefill = _worker(row, "decode_"), _worker(row, "prefill_")
             decode_workers = _int(row.get("decode_num_workers"))
             prefill_workers = _int(row.get("prefill_num_workers"))

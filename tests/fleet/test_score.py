@@ -47,6 +47,9 @@ ROWS = {
     "w4a8_awq,w4a8_awq,32,4,1,,1,1,,,,,,,,,,,,,,,80,12",
     "weights do not fit": "silicon_concurrency=32,sglang,deepseek-ai/DeepSeek-R1,b200_sxm,agg,"
     "1024,1024,fp8,fp8,32,1,1,,1,1,,,,,,,,,,,,,,,80,12",
+    # the disaggregated row above without its worker counts (and per-rank batch)
+    "no workers": "silicon_concurrency=64,trtllm,nvidia/DeepSeek-R1-NVFP4,gb200,disagg,8192,1024,"
+    "nvfp4,nvfp4,,,,,,,,,1,1,4,1,4,,,16,1,1,1,16,900,25",
 }
 
 
@@ -72,8 +75,11 @@ def test_every_row_is_scored_or_counted_under_its_reason(tmp_path: Path, catalog
         "unknown model 'nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4'",
         "unknown quantization 'w4a8_awq' (gemm_quant_mode)",
         "does not fit (deepseek-r1 on hgx-b200-8)",
+        "disaggregated row without prefill_num_workers and decode_num_workers",
     ]
-    assert result.coverage == pytest.approx(3 / 7)
+    # not read as one worker of each kind: the row names no deployment
+    assert "is not recorded" in result.uncovered[-1][2]
+    assert result.coverage == pytest.approx(3 / 8)
     assert np.all(np.isfinite(s.tpot) & (s.tpot > 0) & np.isfinite(s.tput) & (s.tput > 0))
 
 
@@ -135,17 +141,17 @@ def test_the_command_prints_coverage_and_writes_every_row(
     out = tmp_path / "rows.csv"
     assert main([str(_log(tmp_path, *ROWS)), "--rows", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("coverage: 3 of 7 rows scored (42.9%)")
+    assert printed.startswith("coverage: 3 of 8 rows scored (37.5%)")
     assert "not scored, 1 rows: unknown system 'a30'" in printed
     rows = list(csv.DictReader(out.open()))
-    assert [int(r["line"]) for r in rows] == list(range(2, 9))
+    assert [int(r["line"]) for r in rows] == list(range(2, 10))
     assert rows[3]["not_scored"] == "unknown system 'a30'"
     assert rows[0]["mode"] == "disaggregated" and not rows[0]["not_scored"]
     assert main([str(tmp_path / "absent.csv")]) == 2
     capsys.readouterr()
     assert main([str(_log(tmp_path, *ROWS)), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert (doc["rows"], doc["scored"]) == (7, 3)
+    assert (doc["rows"], doc["scored"]) == (8, 3)
     assert doc["not_scored"]["unknown system 'a30'"] == 1
     assert doc["groups"][0]["group"] == "all" and doc["groups"][0]["rows"] == 3
 
