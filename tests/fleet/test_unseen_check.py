@@ -1,0 +1,61 @@
+"""The unseen check: the package's own sample of serving runs (Blackwell parts and models the
+reference runs do not hold; no fit reads it), scored at each run's engine. Coverage of the rows
+that record their deployment meets the issue's bar; the error bars are not met yet and stay as
+strict expected failures, so meeting one is noticed (docs/calibration.md, the unseen check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleet.catalog import Catalog
+from fleet.perf.measured import WORKER_COUNTS
+from fleet.perf.score import Score, score
+from tests.fleet.kernel_data import WHEEL, needs_data
+
+SAMPLE = WHEEL / "aiconfigurator_core" / "systems" / "silicon_sample.csv"
+BARS = {"tpot": 0.12, "tput": 0.12, "ttft": 0.30}
+"""Issue 9's targets on unseen runs: median absolute error of TPOT and tokens/s per device, TTFT."""
+
+
+@pytest.fixture(scope="module")
+def sample(catalog: Catalog) -> Score:
+    return score(catalog, Path(SAMPLE))
+
+
+def _median(result: Score, figure: str) -> float:
+    s = result.scored
+    model, measured = getattr(s, figure), getattr(s, f"measured_{figure}")
+    return float(np.median(np.abs(model / measured - 1.0)))
+
+
+@needs_data
+def test_rows_that_record_their_deployment_are_covered(sample: Score) -> None:
+    """At least 90% of the rows that say what ran are scored; the rows without a disaggregated
+    deployment's worker counts are counted under that reason, not guessed."""
+    unrecorded = [u for u in sample.uncovered if all(c in u[1] for c in WORKER_COUNTS)]
+    assert len(unrecorded) > 1000  # the sample's disaggregated rows without worker counts
+    recorded = sample.rows - len(unrecorded)
+    assert len(sample.scored.line) / recorded >= 0.90
+
+
+@needs_data
+def test_the_figures_hold_where_they_are(sample: Score) -> None:
+    """Not the bars: the medians measured on 2026-11-24 (16.2% TPOT, 16.6% tokens/s per GPU,
+    34.8% TTFT), not to lose more than a point of."""
+    assert _median(sample, "tpot") <= 0.162 + 0.01
+    assert _median(sample, "tput") <= 0.166 + 0.01
+    assert _median(sample, "ttft") <= 0.348 + 0.01
+
+
+@needs_data
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: on the unseen sample the medians are 16.2% TPOT, 16.6% tokens/s per GPU "
+    "and 34.8% TTFT (MoE models under SGLang and vLLM read too fast; docs/calibration.md)",
+)
+@pytest.mark.parametrize("figure", list(BARS))
+def test_unseen_medians_within_the_bars(sample: Score, figure: str) -> None:
+    assert _median(sample, figure) <= BARS[figure]
