@@ -154,6 +154,10 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     moe_fp4_bandwidth_fraction: PositiveFloat | None = None
     """Weight streaming of routed FP4 experts (MXFP4 grouped GEMM, scales included), where the
     part has FP4."""
+    moe_call_us: PositiveFloat | None = None
+    """Fixed time of one MoE layer's routed-expert call (routing, permutation, the grouped GEMMs'
+    launch and tail), the call term of the 8/16-bit MoE kernel fits (geometric mean over the
+    expert dtypes measured); absent where the tables hold no balanced-routing MoE rows."""
     context_attention_flops_fraction: PositiveFloat
     """Fraction of the BF16 peak that prefill (context, flash) attention reaches."""
     all_reduce_link_fraction: PositiveFloat

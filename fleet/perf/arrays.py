@@ -207,6 +207,9 @@ class AcceleratorArrays:
     link_fraction: FloatArray
     collective_overhead_s: FloatArray
     """Fixed cost per collective call (launch, synchronisation), on top of the link latency."""
+    moe_call_s: FloatArray
+    """Fixed time of an MoE layer's routed-expert call per forward pass (measured kernels;
+    ``transfer.ResolvedEfficiency.moe_call_us``)."""
     request_overhead_s: FloatArray
     """Per-request serving cost outside the forward passes, in a benchmark's TTFT (pooled, or
     the engine's: ``fleet.perf.closed_loop``)."""
@@ -588,6 +591,7 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         layer_overhead_s=col(lambda a: eff[a.id].layer_overhead_us * 1e-6),
         link_fraction=col(lambda a: eff[a.id].link_bandwidth_fraction),
         collective_overhead_s=col(lambda a: eff[a.id].collective_overhead_us * 1e-6),
+        moe_call_s=col(lambda a: eff[a.id].moe_call_us * 1e-6),
         request_overhead_s=col(lambda a: REQUEST_OVERHEAD_S),
         prefill_first=col(lambda a: 0.0),
         kv_of_free_memory=col(lambda a: 0.0),

@@ -128,6 +128,9 @@ def kernel_figures(
     moe = [by[f"moe {d}"].params["bandwidth_fraction"] for d in moe_dtypes if f"moe {d}" in by]
     if moe:
         out["moe_bandwidth_fraction"] = _geomean(moe)
+        out["moe_call_us"] = _geomean(
+            [by[f"moe {d}"].params["call_us"] for d in moe_dtypes if f"moe {d}" in by]
+        )
     out["all_reduce_link_fraction"] = by["all-reduce"].params["link_fraction"]
     out["all_reduce_call_us_2"] = call_latency_us(by["all-reduce"], 2.0)
     out["all_reduce_call_us_4"] = call_latency_us(by["all-reduce"], 4.0)

@@ -362,6 +362,11 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     units = M.layer_units[m]  # layers as the per-layer cost counts them (blocks / 2)
     residual = hidden * M.residual_width_ratio[m]  # what a pipeline hop carries
     overhead = A.step_overhead_s[a] + A.layer_overhead_s[a] * units
+    # each MoE layer's routed-expert call takes a fixed kernel time (routing, permutation, the
+    # grouped GEMMs' launch and tail; measured), but for weight-only 4-bit experts, whose
+    # streaming figure is fitted end to end on runs (or moved from that fit) and holds it
+    kernel_fixed = np.where(A.weight_only[a, wp] & _FOUR_BIT[wp], 0.0, A.moe_call_s[a])
+    overhead = overhead + kernel_fixed * M.moe_layers[m]
     # an engine's block-scaled FP8 MoE kernel: a fixed time per expert held on the rank, in every
     # MoE layer of every forward pass (fleet.perf.kernel_moe_grid; 0 for the pooled default)
     grid = A.block_fp8_moe_local_expert_s[a] * M.fp8_block_scaled[m]

@@ -88,6 +88,9 @@ class ResolvedEfficiency:
     mamba_conv_prefill_bandwidth_fraction: float
     """A Mamba2 mixer's causal convolution over a prefill's tokens, as a fraction of HBM
     bandwidth: measured, else the family's, else the weight-streaming fraction."""
+    moe_call_us: float = 0.0
+    """Fixed time of an MoE layer's routed-expert call per forward pass: the part's measured
+    kernel figure, else the family's; 0 on parts without kernel tables (published-speed)."""
 
 
 def _given(acc: Accelerator) -> ResolvedEfficiency:
@@ -123,6 +126,7 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         mamba_conv_prefill_bandwidth_fraction=_kernel_or(
             acc, "mamba_conv_prefill_bandwidth_fraction", bw
         ),
+        moe_call_us=_kernel_or(acc, "moe_call_us", 0.0),
     )
 
 
@@ -253,6 +257,8 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         mamba_conv_prefill_bandwidth_fraction=(
             k.mamba_conv_prefill_bandwidth_fraction or base.mamba_conv_prefill_bandwidth_fraction
         ),
+        # a fixed kernel time: the part's own measurement, else the family's
+        moe_call_us=k.moe_call_us or _geomean([_given(f).moe_call_us for f in family]),
     )
 
 

@@ -58,6 +58,8 @@ def test_draws_differ(spread) -> None:  # type: ignore[no-untyped-def]
         "tokens/s per GPU, each run at its engine",
         "TTFT, each run at its engine",
         "tokens/s per GPU, pooled factors",
+        # 12.5% before each MoE layer's routed-expert call took its measured fixed time; 11.2%
+        "TPOT, pooled factors",
     ],
 )
 def test_median_over_draws_within_the_bar(spread, name: str) -> None:  # type: ignore[no-untyped-def]
@@ -67,18 +69,18 @@ def test_median_over_draws_within_the_bar(spread, name: str) -> None:  # type: i
 
 def test_pooled_tpot_and_throughput_hold_over_draws(spread) -> None:  # type: ignore[no-untyped-def]
     """The pooled figures the single-draw test used to hold, on the median over draws: TPOT
-    12.5% and tokens/s per GPU 9.4%, both as before devices had the memory they report (on the
-    same twelve draws); not to lose more than half a point of."""
-    assert _median(spread, "TPOT, pooled factors") <= 0.125 + 0.005
-    assert _median(spread, "tokens/s per GPU, pooled factors") <= 0.094 + 0.005
+    11.2% and tokens/s per GPU 9.3% since the MoE layers' measured call time (12.5% and 9.4%
+    before, on the same twelve draws); not to lose more than half a point of."""
+    assert _median(spread, "TPOT, pooled factors") <= 0.112 + 0.005
+    assert _median(spread, "tokens/s per GPU, pooled factors") <= 0.093 + 0.005
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known gap: at the pooled factors the median over draws is 12.5% TPOT and 34.0% "
-    "TTFT (docs/known-gaps.md); runs of a named engine are scored at its terms",
+    reason="known gap: at the pooled factors the median over draws is 33.8% TTFT "
+    "(docs/known-gaps.md); runs of a named engine are scored at its terms",
 )
-@pytest.mark.parametrize("name", ["TPOT, pooled factors", "TTFT, pooled factors"])
+@pytest.mark.parametrize("name", ["TTFT, pooled factors"])
 def test_pooled_median_over_draws_within_the_bar(spread, name: str) -> None:  # type: ignore[no-untyped-def]
     assert _median(spread, name) <= dict(FIGURES)[name]
 
