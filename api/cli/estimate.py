@@ -273,6 +273,27 @@ def _block_fp8_moe_note(catalog: Catalog, configs: Configs, engine_id: str) -> s
     )
 
 
+def _moe_call_note(catalog: Catalog, configs: Configs) -> str | None:
+    """What the MoE layers' routed-expert call time adds to the step's overhead, when charged."""
+    from fleet.catalog import FOUR_BIT, PRECISIONS
+    from fleet.catalog.params import moe_layer_count
+    from fleet.perf.transfer import resolve_efficiency
+
+    spec = catalog.model(list(catalog.models)[configs.model[0]])
+    acc = catalog.accelerator(catalog.systems[list(catalog.systems)[configs.system[0]]].accelerator)
+    precision = PRECISIONS[int(configs.weight_precision[0])]
+    weight_only = precision in acc.weight_only_precisions and precision not in acc.native_precisions
+    per_call_us = resolve_efficiency(catalog)[acc.id].moe_call_us
+    if spec.moe is None or not per_call_us or (weight_only and precision in FOUR_BIT):
+        return None
+    layers = moe_layer_count(spec)
+    return (
+        f"the MoE layers' routed-expert calls: {layers * per_call_us * 1e-3:.2f} ms of the "
+        f"overhead per forward pass ({layers} MoE layers x {per_call_us:.3g} us, the measured "
+        "kernels' fixed time per call)"
+    )
+
+
 def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     from fleet.perf.explain import layout_label
 
@@ -312,9 +333,12 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     if row["engine_note"]:
         lines.append(f"  note: {row['engine_note']}")
     spec = catalog.model(model)
-    grid = _block_fp8_moe_note(catalog, configs, row["engine"])
-    if grid:
-        lines.append(f"  note: {grid}")
+    for note in (
+        _moe_call_note(catalog, configs),
+        _block_fp8_moe_note(catalog, configs, row["engine"]),
+    ):
+        if note:
+            lines.append(f"  note: {note}")
     mla = spec.mla
     if mla is not None and mla.index_topk:
         lines.append(
