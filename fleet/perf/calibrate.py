@@ -44,7 +44,7 @@ Re-run (prints the factors for fleet/data/accelerators.toml and the error tables
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,28 +163,66 @@ def fit(
     catalog: Catalog,
     accelerators: Sequence[str] = HOPPER,
     ttft_weight: float = 0.0,
+    held: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Least-squares fit of the shared factors on the evaluated rows that are not multi-node
-    duplicates (log TTFT errors at ``ttft_weight`` when > 0); returns them by ``FACTOR_NAMES``."""
+    duplicates (log TTFT errors at ``ttft_weight`` when > 0); returns them by ``FACTOR_NAMES``.
+    ``held`` factors keep the values given."""
+    return fit_with_errors(arrays, runs, catalog, accelerators, ttft_weight, held)[0]
+
+
+def fit_with_errors(
+    arrays: CatalogArrays,
+    runs: MeasuredRuns,
+    catalog: Catalog,
+    accelerators: Sequence[str] = HOPPER,
+    ttft_weight: float = 0.0,
+    held: Mapping[str, float] | None = None,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """``fit``, and each factor's 1-sd error from the fit's Jacobian at the optimum (the residual
+    variance x (J^T J)^-1, J as the robust loss weights it; 0 for held factors)."""
+    held = dict(held or {})
+    unknown = sorted(set(held) - set(FACTOR_NAMES))
+    if unknown:
+        raise ValueError(f"unknown factor(s) to hold: {', '.join(unknown)}")
+    free = [i for i, n in enumerate(FACTOR_NAMES) if n not in held]
     err = errors(arrays, runs, catalog)
     rows = err.rows[~err.duplicate]
     configs = runs.configs.take(rows)
     tpot, tput = runs.tpot_s[rows], runs.tokens_per_s_per_gpu[rows]
     ttft = runs.ttft_s[rows]
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        est = estimate(with_factors(arrays, accelerators, x), configs)
+    def full(y: np.ndarray) -> np.ndarray:
+        x = np.asarray([held.get(n, 0.0) for n in FACTOR_NAMES], dtype=np.float64)
+        x[free] = y
+        return x
+
+    def residuals(y: np.ndarray) -> np.ndarray:
+        est = estimate(with_factors(arrays, accelerators, full(y)), configs)
         parts = [np.log(est.tpot_burst_s / tpot), np.log(est.tokens_per_s_per_device / tput)]
         if ttft_weight > 0:
             parts.append(np.sqrt(ttft_weight) * np.log(est.ttft_burst_s / ttft))
         return np.concatenate(parts)
 
+    pick = np.asarray(free)
     result = least_squares(
-        residuals, x0=_START, bounds=(_LOWER, _UPPER), loss="soft_l1", f_scale=0.2
+        residuals,
+        x0=np.asarray(_START)[pick],
+        bounds=(np.asarray(_LOWER)[pick], np.asarray(_UPPER)[pick]),
+        loss="soft_l1",
+        f_scale=0.2,
     )
     if not result.success:
         raise RuntimeError(f"calibration did not converge: {result.message}")
-    return {name: float(v) for name, v in zip(FACTOR_NAMES, result.x, strict=True)}
+    dof = max(1, result.fun.size - len(free))
+    cov = np.linalg.pinv(result.jac.T @ result.jac) * float(np.sum(result.fun**2) / dof)
+    sd = np.zeros(len(FACTOR_NAMES))
+    sd[pick] = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    x = full(result.x)
+    return (
+        {n: float(v) for n, v in zip(FACTOR_NAMES, x, strict=True)},
+        {n: float(v) for n, v in zip(FACTOR_NAMES, sd, strict=True)},
+    )
 
 
 def held_out_series(runs: MeasuredRuns, rows: np.ndarray, seed: int = SEED) -> np.ndarray:
@@ -282,6 +320,22 @@ def markdown_table(
     return "\n".join(lines)
 
 
+def _held(items: Sequence[str]) -> dict[str, float]:
+    """``NAME=VALUE`` items as factors to hold; a one-line error for a bad one."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in FACTOR_NAMES:
+            raise ValueError(
+                f"{item!r}: expected NAME=VALUE with NAME one of {', '.join(FACTOR_NAMES)}"
+            )
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ValueError(f"{item!r}: {value!r} is not a number") from None
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=reference_csv(REPO_ROOT))
@@ -302,9 +356,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0.0,
         help="weight of the log TTFT errors in the objective (default 0: not fitted)",
     )
+    parser.add_argument(
+        "--hold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="keep a factor at a value instead of fitting it (the catalog holds "
+        "layer_overhead_us=0); repeatable",
+    )
     args = parser.parse_args(argv)
     if not 0.0 <= args.ttft_weight <= 10.0:
         parser.exit(2, f"--ttft-weight: {args.ttft_weight} is outside 0-10\n")
+    try:
+        args.hold = _held(args.hold)
+    except ValueError as bad:
+        parser.exit(2, f"--hold: {bad}\n")
     catalog = load_catalog()
     arrays = build_arrays(catalog)
     runs = load_measured(catalog, args.csv)
@@ -319,10 +385,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         err = errors(arrays, runs, catalog)
         print(f"factors of accelerators.toml: {catalog.accelerator(HOPPER[0]).efficiency}")
     else:
-        factors = fit(arrays, runs, catalog, ttft_weight=args.ttft_weight)
+        factors, sd = fit_with_errors(
+            arrays, runs, catalog, ttft_weight=args.ttft_weight, held=args.hold
+        )
         print("[accelerators.efficiency]  # h100-sxm and h200-sxm")
         for name, value in factors.items():
-            print(f"{name} = {value:.3g}")
+            note = "held" if name in args.hold else f"+- {sd[name]:.2g} (1 sd)"
+            print(f"{name} = {value:.3g}  # {note}")
         err = errors(with_factors(arrays, HOPPER, list(factors.values())), runs, catalog)
     print(
         f"rows evaluated: {len(err.rows)} of {len(runs)}; left out: {err.excluded}; "

@@ -133,3 +133,31 @@ def test_held_out_tpot_by_engine(result) -> None:  # type: ignore[no-untyped-def
     for engine, (rows, bar) in ENGINE_HELD_OUT.items():
         g = groups[f"held-out engine {engine}"]
         assert g.rows == rows and g.tpot_median <= bar, (engine, g)
+
+
+def test_the_catalog_factors_reproduce_from_the_fit() -> None:
+    """``python -m fleet.perf.calibrate --hold layer_overhead_us=0`` gives the catalog's Hopper
+    factors to the digits the catalog writes, each with its 1-sd error (the held one 0)."""
+    from fleet.perf.calibrate import FACTOR_NAMES, fit_with_errors
+
+    catalog = load_catalog()
+    runs = load_measured(catalog, MEASURED_CSV)
+    factors, sd = fit_with_errors(
+        build_arrays(catalog), runs, catalog, held={"layer_overhead_us": 0.0}
+    )
+    stored = catalog.accelerator(HOPPER[0]).efficiency
+    for name in FACTOR_NAMES:
+        assert factors[name] == pytest.approx(getattr(stored, name), rel=0.006, abs=1e-9), name
+    assert sd["layer_overhead_us"] == 0.0
+    assert 0.0 < sd["bandwidth_fraction"] < 0.05 and 0.0 < sd["collective_overhead_us"] < 5.0
+
+
+def test_a_bad_hold_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from fleet.perf.calibrate import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--hold", "layer_overhead=0"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("--hold: 'layer_overhead=0': expected NAME=VALUE")
+    assert err.count("\n") == 1
