@@ -38,7 +38,10 @@ concurrencies together — is left out of a re-fit and only scored.
 Re-run (prints the factors for fleet/data/accelerators.toml and the error tables):
 
     python -m fleet.perf.calibrate [--csv PATH] [--markdown] [--catalog-factors] [--held-out]
-                                   [--ttft-weight W]
+                                   [--ttft-weight W] [--hold NAME=VALUE ...]
+
+(the catalog's figures: ``--hold layer_overhead_us=0``; each fitted figure prints with its 1-sd
+error from the fit's Jacobian)
 """
 
 from __future__ import annotations
