@@ -252,46 +252,39 @@ def result_row(
     }
 
 
-def _block_fp8_moe_note(catalog: Catalog, configs: Configs, engine_id: str) -> str | None:
-    """What an engine's block-scaled FP8 MoE kernel adds to the step's overhead, when it does."""
-    from fleet.catalog import PRECISIONS
-    from fleet.catalog.params import moe_layer_count
-    from fleet.perf.engines import block_fp8_moe_terms
-
-    spec = catalog.model(list(catalog.models)[configs.model[0]])
-    system = catalog.systems[list(catalog.systems)[configs.system[0]]]
-    per_expert_s = block_fp8_moe_terms(catalog, engine_id).get(system.accelerator)
-    fp8 = PRECISIONS[int(configs.weight_precision[0])] == "fp8"
-    if not (per_expert_s and spec.fp8_block_scaled and spec.moe is not None and fp8):
-        return None
-    held = spec.moe.num_experts // max(int(configs.ep[0]), 1)
-    layers = moe_layer_count(spec)
-    return (
-        f"{engine_id}'s block-scaled FP8 MoE kernel: {held * layers * per_expert_s * 1e3:.2f} ms "
-        f"of the overhead per forward pass ({held} experts held per rank x {layers} MoE layers x "
-        f"{per_expert_s * 1e6:.3g} us, measured on its kernel tables)"
-    )
-
-
-def _moe_call_note(catalog: Catalog, configs: Configs) -> str | None:
-    """What the MoE layers' routed-expert call time adds to the step's overhead, when charged."""
+def _moe_overhead_notes(catalog: Catalog, configs: Configs, engine_id: str) -> list[str]:
+    """What the MoE layers add to the step's overhead, when charged: every engine's routed-expert
+    call time (not on weight-only 4-bit experts), and an engine's block-scaled FP8 MoE kernel's
+    time per expert held."""
     from fleet.catalog import FOUR_BIT, PRECISIONS
     from fleet.catalog.params import moe_layer_count
+    from fleet.perf.engines import block_fp8_moe_terms
     from fleet.perf.transfer import resolve_efficiency
 
     spec = catalog.model(list(catalog.models)[configs.model[0]])
+    if spec.moe is None:
+        return []
     acc = catalog.accelerator(catalog.systems[list(catalog.systems)[configs.system[0]]].accelerator)
     precision = PRECISIONS[int(configs.weight_precision[0])]
+    layers = moe_layer_count(spec)
+    notes = []
     weight_only = precision in acc.weight_only_precisions and precision not in acc.native_precisions
     per_call_us = resolve_efficiency(catalog)[acc.id].moe_call_us
-    if spec.moe is None or not per_call_us or (weight_only and precision in FOUR_BIT):
-        return None
-    layers = moe_layer_count(spec)
-    return (
-        f"the MoE layers' routed-expert calls: {layers * per_call_us * 1e-3:.2f} ms of the "
-        f"overhead per forward pass ({layers} MoE layers x {per_call_us:.3g} us, the measured "
-        "kernels' fixed time per call)"
-    )
+    if per_call_us and not (weight_only and precision in FOUR_BIT):
+        notes.append(
+            f"the MoE layers' routed-expert calls: {layers * per_call_us * 1e-3:.2f} ms of the "
+            f"overhead per forward pass ({layers} MoE layers x {per_call_us:.3g} us, the measured "
+            "kernels' fixed time per call)"
+        )
+    per_expert_s = block_fp8_moe_terms(catalog, engine_id).get(acc.id)
+    if per_expert_s and spec.fp8_block_scaled and precision == "fp8":
+        held = spec.moe.num_experts // max(int(configs.ep[0]), 1)
+        notes.append(
+            f"{engine_id}'s block-scaled FP8 MoE kernel: {held * layers * per_expert_s * 1e3:.2f} "
+            f"ms of the overhead per forward pass ({held} experts held per rank x {layers} MoE "
+            f"layers x {per_expert_s * 1e6:.3g} us, measured on its kernel tables)"
+        )
+    return notes
 
 
 def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
@@ -333,12 +326,8 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     if row["engine_note"]:
         lines.append(f"  note: {row['engine_note']}")
     spec = catalog.model(model)
-    for note in (
-        _moe_call_note(catalog, configs),
-        _block_fp8_moe_note(catalog, configs, row["engine"]),
-    ):
-        if note:
-            lines.append(f"  note: {note}")
+    for note in _moe_overhead_notes(catalog, configs, row["engine"]):
+        lines.append(f"  note: {note}")
     mla = spec.mla
     if mla is not None and mla.index_topk:
         lines.append(

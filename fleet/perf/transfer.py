@@ -140,6 +140,12 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def _geomean_or_zero(values: list[float]) -> float:
+    """The geometric mean of the positive ``values``; 0 when there are none."""
+    positive = [v for v in values if v > 0.0]
+    return _geomean(positive) if positive else 0.0
+
+
 def _kernel_flops(k: KernelFigures, precision: Precision) -> float:
     f = k.gemm_flops_fraction
     if precision == "bf16":
@@ -257,8 +263,8 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         mamba_conv_prefill_bandwidth_fraction=(
             k.mamba_conv_prefill_bandwidth_fraction or base.mamba_conv_prefill_bandwidth_fraction
         ),
-        # a fixed kernel time: the part's own measurement, else the family's
-        moe_call_us=k.moe_call_us or _geomean([_given(f).moe_call_us for f in family]),
+        # a fixed kernel time: the part's own measurement, else the family's (0 if it has none)
+        moe_call_us=k.moe_call_us or _geomean_or_zero([_given(f).moe_call_us for f in family]),
     )
 
 
