@@ -15,6 +15,11 @@ What a wave looks like depends on the engine's scheduler:
   decodes, so its requests start decoding together and, with one output length, finish
   together: every wave arrives as a burst again. Its share of burst waves is 1.
 
+- A disaggregated unit's prefill replicas take the first wave's N prompts one per prefill lane
+  (an attention rank of a prefill replica) at a time, so the mean request waits behind half the
+  wave's prompts on its lane (``disaggregated_wave_wait_s``); its decode replicas start each
+  request as its KV arrives, so later waves arrive staggered as under a mixed scheduler.
+
 ``prefill_first`` per accelerator row is that share beyond the first wave (0 = mixed scheduler,
 1 = prefill-first; the pooled default is 0). ``request_overhead_s`` is the per-request cost
 outside the forward passes (HTTP, tokenization, scheduling, first detokenization): pooled,
@@ -22,6 +27,8 @@ outside the forward passes (HTTP, tokenization, scheduling, first detokenization
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from fleet.perf.types import FloatArray
 
@@ -69,3 +76,13 @@ def ttft_closed_loop(
     prefills, then a decode step), the others at ``staggered_s``, plus the request overhead."""
     share = burst_share(prefill_first)
     return request_overhead_s + share * burst_s + (1.0 - share) * staggered_s
+
+
+def disaggregated_wave_wait_s(
+    users: FloatArray, lanes: FloatArray, hold_s: FloatArray
+) -> FloatArray:
+    """Mean wait of a burst wave's request at a disaggregated unit's prefill side, beyond its own
+    prefill: ``users`` prompts arrive together at ``lanes`` lanes that each prefill one prompt per
+    ``hold_s``; the mean request waits behind half of the prompts queued on its lane before it,
+    (users / lanes - 1) / 2 prompts (0 when the wave fits the lanes)."""
+    return 0.5 * np.maximum(users / lanes - 1.0, 0.0) * hold_s

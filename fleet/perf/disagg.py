@@ -30,8 +30,11 @@ Per unit (all vectorized, from the aggregated grid's rows, ``fleet.perf.grid.eva
   systems (as the planner counts them), prefill and decode apart unless the unit fits in one
   system's scale-up domain altogether;
 - output tokens/s = min(k x b x osl / decode hold, m x dp x osl / prefill_wave_s); TTFT floor =
-  prefill_s (a lone prompt) + transfer + decode step, plus the engine's request overhead
-  (``CatalogArrays.request_overhead_s``) in ``ttft_burst_s``; ``request_s`` = the decode hold.
+  prefill_s (a lone prompt) + transfer + decode step; ``ttft_burst_s`` (a closed-loop benchmark's
+  mean TTFT at the unit's k x b users) adds the engine's request overhead
+  (``CatalogArrays.request_overhead_s``) and, on its first wave, the wait behind the other
+  prompts at the m x dp prefill lanes (``fleet.perf.closed_loop``); ``request_s`` = the decode
+  hold.
 
 ``Units.estimate`` keeps the ``Estimate`` columns so a unit reads like one replica; memory columns
 are the decode replica's.
@@ -46,6 +49,7 @@ import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, PRECISIONS, Catalog
 from fleet.perf.arrays import CatalogArrays
+from fleet.perf.closed_loop import disaggregated_wave_wait_s, ttft_closed_loop
 from fleet.perf.frontier import pareto_mask
 from fleet.perf.memory import kv_tokens_held
 from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
@@ -292,6 +296,12 @@ def assemble_units(
     prefill_tokens = slots * dc.osl / hold
     tokens = np.minimum(decode_tokens, prefill_tokens)
     ttft = prefill_s + transfer + de.step_s
+    # a closed-loop benchmark at the unit's k x b users: its first wave queues at the prefill
+    # lanes, later waves arrive staggered (fleet.perf.closed_loop)
+    wave_wait = disaggregated_wave_wait_s(k * dc.batch, slots, hold)
+    ttft_burst = ttft_closed_loop(
+        ttft + wave_wait, ttft, np.zeros_like(ttft), A.request_overhead_s[acc]
+    )
     unit = replace(
         de,
         fits=de.fits & est.fits[p],
@@ -305,7 +315,7 @@ def assemble_units(
         prefill_s=prefill_s,
         prefill_wave_s=hold,
         ttft_floor_s=ttft,
-        ttft_burst_s=A.request_overhead_s[acc] + ttft,
+        ttft_burst_s=ttft_burst,
         request_s=transfer + de.step_s + (dc.osl - 1.0) * tpot,
         aggregated_step_s=de.step_s,
     )

@@ -7,7 +7,11 @@ import pytest
 
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
+from fleet.perf.closed_loop import (
+    BENCHMARK_WAVES,
+    REQUEST_OVERHEAD_S,
+    disaggregated_wave_wait_s,
+)
 from fleet.perf.disagg import (
     DECODE_REPLICAS,
     PREFILL_COVER,
@@ -77,19 +81,54 @@ def test_ttft_is_prefill_plus_transfer_plus_one_decode_step(r1_gb200, arrays) ->
     assert np.all(units.transfer_s >= kv_transfer_bytes(arrays, configs.take(p)) / (link * senders))
 
 
-def test_the_burst_ttft_adds_the_serving_engines_request_overhead(r1_gb200, catalog) -> None:
-    """A unit's closed-loop TTFT carries its engine's per-request cost (SGLang's 132.5 ms, the
-    pooled 62.5 ms), as an aggregated replica's does; the floor does not."""
+def _first_wave_wait_s(units) -> np.ndarray:
+    """The first wave's mean wait at the prefill lanes, counted prompt by prompt: the unit's
+    k x b users arrive together, the j-th prompt in line on a lane (0-based) waits j holds."""
+    users = units.decode_replicas * units.configs.batch
+    lanes = units.prefill_slots
+    waits = []
+    for n, lanes_i, hold in zip(users, lanes, units.prefill_hold_s, strict=True):
+        places = np.arange(n) // lanes_i  # prompts ahead on its lane, dealt round robin
+        waits.append(hold * places.mean())
+    return np.asarray(waits)
+
+
+def test_the_burst_ttft_adds_the_request_overhead_and_the_first_waves_prefill_queue(
+    r1_gb200, catalog
+) -> None:
+    """A unit's closed-loop TTFT carries its engine's per-request cost (as an aggregated
+    replica's does) and, on the first of the benchmark's waves, the wait behind the other
+    prompts of the wave at the prefill lanes; the floor carries neither."""
     configs, est, units = r1_gb200
     args = (configs, est, units.decode_row, units.prefill_row)
     counts = (units.decode_replicas, units.prefill_replicas)
+    wait = _first_wave_wait_s(units)
+    assert np.any(wait > 0.0)
     for engine in ("sglang", "trtllm"):
         arrays = engine_arrays(catalog, build_arrays(catalog), engine)
         overhead = catalog.engine(engine).scheduling.request_overhead_ms * 1e-3
         mine = assemble_units(arrays, *args, *counts).estimate
-        np.testing.assert_allclose(mine.ttft_burst_s - mine.ttft_floor_s, overhead)
+        np.testing.assert_allclose(
+            mine.ttft_burst_s - mine.ttft_floor_s,
+            overhead + wait / BENCHMARK_WAVES,
+            rtol=0.02,
+            atol=0.5 * units.prefill_hold_s.max() / BENCHMARK_WAVES,
+        )
     pooled = units.estimate
-    np.testing.assert_allclose(pooled.ttft_burst_s - pooled.ttft_floor_s, REQUEST_OVERHEAD_S)
+    np.testing.assert_allclose(
+        pooled.ttft_burst_s - pooled.ttft_floor_s,
+        REQUEST_OVERHEAD_S + wait / BENCHMARK_WAVES,
+        rtol=0.02,
+        atol=0.5 * units.prefill_hold_s.max() / BENCHMARK_WAVES,
+    )
+
+
+def test_a_wave_the_prefill_lanes_hold_at_once_waits_for_nothing() -> None:
+    users = np.asarray([4.0, 8.0, 16.0, 64.0])
+    wait = disaggregated_wave_wait_s(users, np.full(4, 8.0), np.full(4, 0.2))
+    np.testing.assert_allclose(wait[:2], 0.0)
+    # beyond the lanes the wait grows with the prompts per lane: half of those ahead
+    np.testing.assert_allclose(wait[2:], [0.5 * 1 * 0.2, 0.5 * 7 * 0.2])
 
 
 def test_transfer_across_systems_is_slower_than_inside_one(catalog, arrays) -> None:
