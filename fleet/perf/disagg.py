@@ -298,7 +298,7 @@ def assemble_units(
     ttft = prefill_s + transfer + de.step_s
     # a closed-loop benchmark at the unit's k x b users: its first wave queues at the prefill
     # lanes, later waves arrive staggered (fleet.perf.closed_loop)
-    wave_wait = disaggregated_wave_wait_s(k * dc.batch, slots, hold)
+    wave_wait = disaggregated_wave_wait_s((k * dc.batch).astype(float), slots.astype(float), hold)
     ttft_burst = ttft_closed_loop(
         ttft + wave_wait, ttft, np.zeros_like(ttft), A.request_overhead_s[acc]
     )
