@@ -269,7 +269,8 @@ def _moe_overhead_notes(catalog: Catalog, configs: Configs, engine_id: str) -> l
     layers = moe_layer_count(spec)
     notes = []
     weight_only = precision in acc.weight_only_precisions and precision not in acc.native_precisions
-    per_call_us = resolve_efficiency(catalog)[acc.id].moe_call_us
+    eff = resolve_efficiency(catalog)[acc.id]
+    per_call_us = eff.moe_fp4_call_us if precision in FOUR_BIT else eff.moe_call_us
     if per_call_us and not (weight_only and precision in FOUR_BIT):
         notes.append(
             f"the MoE layers' routed-expert calls: {layers * per_call_us * 1e-3:.2f} ms of the "

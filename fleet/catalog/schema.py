@@ -158,6 +158,10 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     """Fixed time of one MoE layer's routed-expert call (routing, permutation, the grouped GEMMs'
     launch and tail), the call term of the 8/16-bit MoE kernel fits (geometric mean over the
     expert dtypes measured); absent where the tables hold no balanced-routing MoE rows."""
+    moe_fp4_call_us: PositiveFloat | None = None
+    """The same fixed time for routed FP4 experts: the call term of the MXFP4 MoE fit whose
+    streaming term is ``moe_fp4_bandwidth_fraction``, where the part has FP4; absent: FP4
+    experts take ``moe_call_us``."""
     context_attention_flops_fraction: PositiveFloat
     """Fraction of the BF16 peak that prefill (context, flash) attention reaches."""
     all_reduce_link_fraction: PositiveFloat

@@ -210,6 +210,8 @@ class AcceleratorArrays:
     moe_call_s: FloatArray
     """Fixed time of an MoE layer's routed-expert call per forward pass (measured kernels;
     ``transfer.ResolvedEfficiency.moe_call_us``)."""
+    moe_fp4_call_s: FloatArray
+    """The same for native FP4 experts (``transfer.ResolvedEfficiency.moe_fp4_call_us``)."""
     request_overhead_s: FloatArray
     """Per-request serving cost outside the forward passes, in a benchmark's TTFT (pooled, or
     the engine's: ``fleet.perf.closed_loop``)."""
@@ -592,6 +594,7 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         link_fraction=col(lambda a: eff[a.id].link_bandwidth_fraction),
         collective_overhead_s=col(lambda a: eff[a.id].collective_overhead_us * 1e-6),
         moe_call_s=col(lambda a: eff[a.id].moe_call_us * 1e-6),
+        moe_fp4_call_s=col(lambda a: eff[a.id].moe_fp4_call_us * 1e-6),
         request_overhead_s=col(lambda a: REQUEST_OVERHEAD_S),
         prefill_first=col(lambda a: 0.0),
         kv_of_free_memory=col(lambda a: 0.0),

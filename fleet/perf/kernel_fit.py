@@ -337,6 +337,7 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
         out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4 decode"].params["bandwidth_fraction"]
     if f"moe {MOE_FP4}" in by:
         out["moe_fp4_bandwidth_fraction"] = by[f"moe {MOE_FP4}"].params["bandwidth_fraction"]
+        out["moe_fp4_call_us"] = by[f"moe {MOE_FP4}"].params["call_us"]
     return out
 
 

@@ -363,9 +363,11 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     residual = hidden * M.residual_width_ratio[m]  # what a pipeline hop carries
     overhead = A.step_overhead_s[a] + A.layer_overhead_s[a] * units
     # each MoE layer's routed-expert call takes a fixed kernel time (routing, permutation, the
-    # grouped GEMMs' launch and tail; measured), but for weight-only 4-bit experts, whose
-    # streaming figure is fitted end to end on runs (or moved from that fit) and holds it
-    kernel_fixed = np.where(A.weight_only[a, wp] & _FOUR_BIT[wp], 0.0, A.moe_call_s[a])
+    # grouped GEMMs' launch and tail; measured; native 4-bit experts at their own kernel's), but
+    # for weight-only 4-bit experts, whose streaming figure is fitted end to end on runs (or
+    # moved from that fit) and holds it
+    call = np.where(_FOUR_BIT[wp], A.moe_fp4_call_s[a], A.moe_call_s[a])
+    kernel_fixed = np.where(A.weight_only[a, wp] & _FOUR_BIT[wp], 0.0, call)
     overhead = overhead + kernel_fixed * M.moe_layers[m]
     # an engine's block-scaled FP8 MoE kernel: a fixed time per expert held on the rank, in every
     # MoE layer of every forward pass (fleet.perf.kernel_moe_grid; 0 for the pooled default)

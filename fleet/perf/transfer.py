@@ -91,6 +91,9 @@ class ResolvedEfficiency:
     moe_call_us: float = 0.0
     """Fixed time of an MoE layer's routed-expert call per forward pass: the part's measured
     kernel figure, else the family's; 0 on parts without kernel tables (published-speed)."""
+    moe_fp4_call_us: float = 0.0
+    """The same for native FP4 experts: the part's MXFP4 MoE kernel figure (the kernel their
+    streaming figure comes from), else ``moe_call_us``."""
 
 
 def _given(acc: Accelerator) -> ResolvedEfficiency:
@@ -127,6 +130,7 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
             acc, "mamba_conv_prefill_bandwidth_fraction", bw
         ),
         moe_call_us=_kernel_or(acc, "moe_call_us", 0.0),
+        moe_fp4_call_us=_kernel_or(acc, "moe_fp4_call_us", _kernel_or(acc, "moe_call_us", 0.0)),
     )
 
 
@@ -239,6 +243,8 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         - 2.0 * math.log2(n) * (_hop_us(acc) - hop_family)
         for n in (2, 4)
     ]
+    # a fixed kernel time: the part's own measurement, else the family's (0 if it has none)
+    call_us = k.moe_call_us or _geomean_or_zero([_given(f).moe_call_us for f in family])
     return ResolvedEfficiency(
         basis="kernel-transfer",
         bandwidth_fraction=weight_bw["bf16"],
@@ -263,8 +269,8 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         mamba_conv_prefill_bandwidth_fraction=(
             k.mamba_conv_prefill_bandwidth_fraction or base.mamba_conv_prefill_bandwidth_fraction
         ),
-        # a fixed kernel time: the part's own measurement, else the family's (0 if it has none)
-        moe_call_us=k.moe_call_us or _geomean_or_zero([_given(f).moe_call_us for f in family]),
+        moe_call_us=call_us,
+        moe_fp4_call_us=k.moe_fp4_call_us or call_us,
     )
 
 
