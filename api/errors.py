@@ -26,6 +26,8 @@ JSON, or was cut short                          the client left before sending a
 ``RequestEntityTooLarge``              413     body over ``Settings.max_body_bytes``
 ``QueueFull``                          503     the plan queue is full; ``Retry-After`` says when
                                                 to try again
+``StoreFull`` (``api.store``)          507     the store holds ``Settings.max_store_bytes``;
+                                                deleting finished plans makes room
 ``StoreError``, ``sqlite3.Error``      503     the SQLite file is corrupt, unwritable or busy
                                                 (``/health`` says the same); logged
 anything else                          500     a bug; logged with its traceback
@@ -48,11 +50,12 @@ from litestar.status_codes import (
     HTTP_422_UNPROCESSABLE_ENTITY,
     HTTP_500_INTERNAL_SERVER_ERROR,
     HTTP_503_SERVICE_UNAVAILABLE,
+    HTTP_507_INSUFFICIENT_STORAGE,
 )
 from litestar.types import ExceptionHandlersMap
 from msgspec import Struct
 
-from api.store_errors import StoreError, store_error
+from api.store_errors import StoreError, StoreFull, store_error
 from fleet.errors import InputError
 
 log = logging.getLogger("farebox.api")
@@ -143,6 +146,12 @@ def _on_queue_full(_: Request[Any, Any, Any], err: QueueFull) -> Response[ErrorB
     return _respond(body, {"Retry-After": str(err.retry_after_s)})
 
 
+def _on_store_full(_: Request[Any, Any, Any], err: StoreFull) -> Response[ErrorBody]:
+    return _respond(
+        ErrorBody(status_code=HTTP_507_INSUFFICIENT_STORAGE, error="store_full", detail=str(err))
+    )
+
+
 def _on_store_error(
     request: Request[Any, Any, Any], err: StoreError | sqlite3.Error
 ) -> Response[ErrorBody]:
@@ -211,6 +220,7 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     BadBody: _on_bad_body,
     NotFound: _on_not_found,
     QueueFull: _on_queue_full,
+    StoreFull: _on_store_full,
     StoreError: _on_store_error,
     sqlite3.Error: _on_store_error,
     ValidationException: _on_validation,

@@ -23,11 +23,10 @@ from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.configs import make_configs
 from fleet.perf.cost import usd_per_hour_per_replica, usd_per_m_output_tokens
-from fleet.perf.disagg import units_bound
 from fleet.perf.engines import engine_note
 from fleet.perf.explain import describe_problem
-from fleet.perf.frontier import DEFAULT_BATCHES, supported_precisions
-from fleet.perf.grid import grid_size, search_options
+from fleet.perf.frontier import DEFAULT_BATCHES, frontier_size, supported_precisions
+from fleet.perf.grid import model_spec, search_options
 from fleet.perf.types import Bound, Configs, Estimate, Problem
 
 PositiveInt = Annotated[int, Meta(gt=0, le=1_000_000)]
@@ -197,14 +196,21 @@ def check_frontier_size(catalog: Catalog, data: FrontierRequest, system: str) ->
     naming the longest list (the one to shorten) and the limit."""
     precisions = data.precisions or supported_precisions(catalog, system)
     spec = tuple((o.draft_tokens, o.acceptance) for o in data.speculative)
-    n = grid_size(
-        catalog, data.model, system, batches=data.batches, precisions=precisions, spec=spec
+    # the grid with the model's own MTP draft, and the most units it can form when disaggregated
+    n = frontier_size(
+        catalog,
+        data.model,
+        system,
+        precisions=precisions,
+        batches=data.batches,
+        spec=spec,
+        disaggregated=data.disaggregated,
     )
-    if data.disaggregated:  # the most units the grid can form, also counted before any work
-        n += units_bound(catalog, system, precisions)
     if n <= MAX_FRONTIER_CONFIGS:
         return
-    precs, batches, options = search_options(precisions, data.batches, spec)
+    precs, batches, options = search_options(
+        precisions, data.batches, model_spec(catalog, data.model, spec)
+    )
     lists = {"batches": len(batches), "speculative": len(options), "precisions": len(precs)}
     field = max(lists, key=lambda name: lists[name])
     n_layouts = n // (len(precs) * len(batches) * len(options))

@@ -29,6 +29,7 @@ from fleet.catalog.load import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
 from planner.build.pipeline import build_inventory, screen
+from planner.build.plan_rows import check_plan_rows
 from planner.build.workload import check_workload, workload
 from planner.scenario.decode import Format, check_catalog, decode_scenario
 from planner.scenario.derived import horizon_hours
@@ -97,8 +98,9 @@ class PlanService:
 
     def validate(self, body: bytes, format: Format = "json") -> Scenario:
         """Everything that can be checked without solving: schema, references, catalog ids,
-        the server's horizon cap, the work the search asks for (``planner.build.workload``, counted
-        before any of it is done), and that every sold tier has a configuration meeting its SLOs
+        the server's horizon cap, the work the search asks for (``planner.build.workload``: grids,
+        SLO checks and the screen's offer x pool x engine turns, counted before any is done), and
+        that every sold tier has a configuration meeting its SLOs
         (``planner.build.pipeline.screen``: the performance model and SLO filter, no demand or
         queueing). Raises InputError naming the field."""
         scenario = decode_scenario(body, format)
@@ -109,11 +111,13 @@ class PlanService:
                 f"$.demand[0]: horizon of {hours} hours exceeds this server's limit of "
                 f"{self.settings.max_horizon_hours} hours"
             )
+        check_plan_rows(scenario, self.settings.max_plan_rows)
         check_workload(
             scenario,
             workload(scenario, self.catalog),
             max_configurations=self.settings.max_configurations,
             max_checks=self.settings.max_slo_checks,
+            max_screen_combinations=self.settings.max_screen_combinations,
         )
         if not scenario.options.allow_unserved_tiers:
             pool_max = build_inventory(scenario, self.catalog).systems_available.max(axis=1)
@@ -167,9 +171,12 @@ class PlanService:
         plan_id = uuid.uuid4().hex
         request = _ENCODER.encode(scenario)
         name, queue_max = scenario.meta.name, self.settings.queue_max
+        max_bytes = self.settings.max_store_bytes
         accepted: KeyedPlan | bool
         if key is None:
-            accepted = await _off_loop(self.store.enqueue, plan_id, name, request, limit, queue_max)
+            accepted = await _off_loop(
+                self.store.enqueue, plan_id, name, request, limit, queue_max, max_bytes
+            )
         else:
             accepted = await _off_loop(
                 self.store.enqueue_keyed,
@@ -180,6 +187,7 @@ class PlanService:
                 request,
                 limit,
                 queue_max,
+                max_bytes,
             )
             if isinstance(accepted, KeyedPlan):  # a concurrent request took the key first
                 return await self._replay(accepted, fingerprint), True

@@ -6,32 +6,36 @@ that granian's worker processes, which import the app factory themselves, see th
 
 Variables (all optional):
 
-==============================  ==========================================  =======================
-variable                        meaning                                     default
-==============================  ==========================================  =======================
-FAREBOX_DATA_DIR                directory for the SQLite file               ``./farebox-data``
-FAREBOX_DB                      SQLite file of requests and plans           DATA_DIR/farebox.sqlite
-FAREBOX_CATALOG_DIR             catalog data files (accelerators.toml ...)  the packaged ones
-FAREBOX_WORKERS                 solver worker processes (solves at once)    1
-FAREBOX_QUEUE_MAX               plans waiting for a worker before 503       16
-FAREBOX_MAX_TIME_LIMIT_S        largest time limit a request may ask for    900
-FAREBOX_KILL_GRACE_S            extra wall time before a solve is killed    60
-FAREBOX_MAX_WAIT_S              largest ``?wait=`` a request may ask for    120
-FAREBOX_MAX_BODY_BYTES          largest request body                        4 MiB
-FAREBOX_MAX_HORIZON_HOURS       longest horizon a request may plan, hours   1344 (8 weeks)
-FAREBOX_MAX_ATTEMPTS            restarts after which a plan is failed       3
-FAREBOX_RETRY_AFTER_S           Retry-After (s) of a 503, queue full        10
-FAREBOX_MAX_CONFIGURATIONS      configurations a plan may evaluate          2,000,000
-FAREBOX_MAX_SLO_CHECKS          configuration x (tier, pool) SLO checks     12,000,000
-FAREBOX_SOLVER_MEMORY_MB        address space of one solver process, MiB   8192
-FAREBOX_API_TOKEN               bearer token every /v1 route requires       none (open)
-FAREBOX_SWEEP_WORKERS           sweeps run at once (a process each)         1
-FAREBOX_SWEEP_QUEUE_MAX         sweeps waiting before 503                   4
-FAREBOX_SWEEP_MAX_POINTS        grid points of one sweep                    64
-FAREBOX_SWEEP_MAX_EVALUATIONS   grid points x Monte Carlo samples           200,000
-FAREBOX_SWEEP_MAX_S             a sweep's worst case: points x time limit   3600
-FAREBOX_SWEEPS_KEPT             finished sweeps kept in memory              32
-==============================  ==========================================  =======================
+================================ =========================================  =======================
+variable                         meaning                                    default
+================================ =========================================  =======================
+FAREBOX_DATA_DIR                 directory for the SQLite file              ``./farebox-data``
+FAREBOX_DB                       SQLite file of requests and plans          DATA_DIR/farebox.sqlite
+FAREBOX_CATALOG_DIR              catalog data files (accelerators.toml...)  the packaged ones
+FAREBOX_WORKERS                  solver worker processes (solves at once)   1
+FAREBOX_QUEUE_MAX                plans waiting for a worker before 503      16
+FAREBOX_MAX_TIME_LIMIT_S         largest time limit a request may ask for   900
+FAREBOX_KILL_GRACE_S             extra wall time before a solve is killed   60
+FAREBOX_MAX_WAIT_S               largest ``?wait=`` a request may ask for   120
+FAREBOX_MAX_BODY_BYTES           largest request body                       4 MiB
+FAREBOX_MAX_HORIZON_HOURS        longest horizon a request may plan, hours  1344 (8 weeks)
+FAREBOX_MAX_ATTEMPTS             restarts after which a plan is failed      3
+FAREBOX_RETRY_AFTER_S            Retry-After (s) of a 503, queue full       10
+FAREBOX_MAX_CONFIGURATIONS       configurations a plan may evaluate         2,000,000
+FAREBOX_MAX_SLO_CHECKS           configuration x (tier, pool) SLO checks    12,000,000
+FAREBOX_MAX_PLAN_ROWS            a plan's pool and demand rows              300,000
+FAREBOX_MAX_STORE_BYTES          SQLite bytes in use; above it POST is 507  2 GiB
+FAREBOX_MAX_SCREEN_COMBINATIONS  offer x pool x engine turns of screening   100,000
+FAREBOX_SOLVER_MEMORY_MB         address space of one solver process, MiB   8192
+FAREBOX_API_TOKEN                bearer token every /v1 route requires      none (open)
+FAREBOX_SWEEP_WORKERS            sweeps run at once (a process each)        1
+FAREBOX_SWEEP_QUEUE_MAX          sweeps waiting before 503                  4
+FAREBOX_SWEEP_MAX_POINTS         grid points of one sweep                   64
+FAREBOX_SWEEP_MAX_EVALUATIONS    grid points x Monte Carlo samples          200,000
+FAREBOX_SWEEP_MAX_S              a sweep's worst case: points x time limit  3600
+FAREBOX_SWEEP_MAX_EXPANDED_BYTES grid points x request bytes of one sweep   128 MiB
+FAREBOX_SWEEPS_KEPT              finished sweeps kept in memory             32
+================================ =========================================  =======================
 """
 
 from __future__ import annotations
@@ -75,6 +79,17 @@ class Settings:
     max_slo_checks: int = 12_000_000
     """A plan's configuration x (family, tier, variant, pool) SLO checks: 2.4x the frontier-lab
     week's 5.0 million."""
+    max_screen_combinations: int = 100_000
+    """A plan's (family, tier, model) offers x pools x engines, the turns of the SLO screen's loop
+    (``planner.build.workload``), each ~12 us even when the grid is empty: ~1.2 s at the limit.
+    174x the frontier-lab week's 576, the most of the checked-in scenarios."""
+    max_plan_rows: int = 300_000
+    """A plan's pool-usage and demand rows (pools x periods + families x tiers x periods,
+    ``planner.build.plan_rows``), refused at POST when more: ~37 MB of plan JSON, returned whole on
+    every GET; the frontier-lab week has 7,056."""
+    max_store_bytes: int = 2048 * MIB
+    """Bytes of the SQLite file in use (free pages not counted); a new plan is refused with 507
+    while the store holds more, until plans are deleted. Nothing stored is ever evicted."""
     solver_memory_mb: int = 8192
     """RLIMIT_AS of each solver process: 5x the 1.5 GB address space the frontier-lab week's
     solve peaks at. A solve over it fails instead of taking the machine's memory."""
@@ -93,6 +108,10 @@ class Settings:
     sweep_max_evaluations: int = 200_000
     sweep_max_s: float = 3600.0
     """Largest worst-case duration of a sweep: the sum of its points' time limits + grace."""
+    sweep_max_expanded_bytes: int = 128 * MIB
+    """Largest grid points x request body bytes of a sweep, refused before any point is built.
+    The worker holds every point decoded, ~20x its JSON (a 1.6 MB scenario: ~31 MB a point), so
+    128 MiB is ~2.5 GiB of the worker's ``solver_memory_mb``; the API checks one at a time."""
     sweeps_kept: int = 32
     parent_pid: int | None = None
     """Set by ``farebox serve`` (FAREBOX_PARENT_PID): the granian main process. A worker whose
@@ -119,6 +138,9 @@ class Settings:
             retry_after_s=_int(environ, "FAREBOX_RETRY_AFTER_S", 10, lo=1),
             max_configurations=_int(environ, "FAREBOX_MAX_CONFIGURATIONS", 2_000_000, lo=1),
             max_slo_checks=_int(environ, "FAREBOX_MAX_SLO_CHECKS", 12_000_000, lo=1),
+            max_screen_combinations=_int(environ, "FAREBOX_MAX_SCREEN_COMBINATIONS", 100_000, lo=1),
+            max_plan_rows=_int(environ, "FAREBOX_MAX_PLAN_ROWS", 300_000, lo=1),
+            max_store_bytes=_int(environ, "FAREBOX_MAX_STORE_BYTES", 2048 * MIB, lo=MIB),
             solver_memory_mb=_int(environ, "FAREBOX_SOLVER_MEMORY_MB", 8192, lo=256),
             api_token=environ.get("FAREBOX_API_TOKEN") or None,
             sweep_workers=_int(environ, "FAREBOX_SWEEP_WORKERS", 1, lo=1),
@@ -126,6 +148,9 @@ class Settings:
             sweep_max_points=_int(environ, "FAREBOX_SWEEP_MAX_POINTS", 64, lo=1),
             sweep_max_evaluations=_int(environ, "FAREBOX_SWEEP_MAX_EVALUATIONS", 200_000, lo=0),
             sweep_max_s=_float(environ, "FAREBOX_SWEEP_MAX_S", 3600.0),
+            sweep_max_expanded_bytes=_int(
+                environ, "FAREBOX_SWEEP_MAX_EXPANDED_BYTES", 128 * MIB, lo=1024
+            ),
             sweeps_kept=_int(environ, "FAREBOX_SWEEPS_KEPT", 32, lo=1),
             parent_pid=_int(environ, "FAREBOX_PARENT_PID", 0, lo=0) or None,
         )

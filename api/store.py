@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from api.store_errors import StoreError, store_error
+from api.store_errors import StoreError, StoreFull, store_error
 from api.store_records import (
     COLUMNS,
     FINISHED,
@@ -109,14 +109,21 @@ class Store:
     # -- requests -------------------------------------------------------------------------
 
     def enqueue(
-        self, plan_id: str, name: str, request: bytes, time_limit_s: float, queue_max: int
+        self,
+        plan_id: str,
+        name: str,
+        request: bytes,
+        time_limit_s: float,
+        queue_max: int,
+        max_bytes: int | None = None,
     ) -> bool:
-        """Commit a new queued plan; False (nothing written) when ``queue_max`` already wait."""
+        """Commit a new queued plan; False (nothing written) when ``queue_max`` already wait;
+        StoreFull (nothing written) when the file already uses ``max_bytes``."""
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
             if not _insert_queued(
-                conn, plan_id, name, request, time_limit_s, queue_max, self.clock()
+                conn, plan_id, name, request, time_limit_s, queue_max, self.clock(), max_bytes
             ):
                 conn.execute("ROLLBACK")
                 return False
@@ -226,6 +233,7 @@ class Store:
         request: bytes,
         time_limit_s: float,
         queue_max: int,
+        max_bytes: int | None = None,
     ) -> KeyedPlan | bool:
         """``enqueue`` and record ``key`` -> the plan in one transaction. When another request
         took the key first, nothing is written and its ``KeyedPlan`` is returned."""
@@ -239,7 +247,9 @@ class Store:
                 conn.execute("ROLLBACK")
                 return KeyedPlan(plan_id=row[0], fingerprint=row[1])
             now = self.clock()
-            if not _insert_queued(conn, plan_id, name, request, time_limit_s, queue_max, now):
+            if not _insert_queued(
+                conn, plan_id, name, request, time_limit_s, queue_max, now, max_bytes
+            ):
                 conn.execute("ROLLBACK")
                 return False
             conn.execute(
@@ -396,19 +406,34 @@ def _insert_queued(
     time_limit_s: float,
     queue_max: int,
     now: float,
+    max_bytes: int | None = None,
 ) -> bool:
-    """Inside an open transaction: insert a queued plan unless ``queue_max`` already wait."""
+    """Inside an open transaction: insert a queued plan unless ``queue_max`` already wait (False)
+    or the file already uses ``max_bytes`` (StoreFull)."""
     (waiting,) = conn.execute(
         "SELECT count(*) FROM plans WHERE status = ?", (PlanStatus.QUEUED,)
     ).fetchone()
     if waiting >= queue_max:
         return False
+    if max_bytes is not None:
+        used = used_bytes(conn)
+        if used >= max_bytes:
+            raise StoreFull(used, max_bytes)
     conn.execute(
         "INSERT INTO plans (id, name, status, created_at, time_limit_s, request) "
         "VALUES (?, ?, ?, ?, ?, ?)",
         (plan_id, name, PlanStatus.QUEUED, now, time_limit_s, request),
     )
     return True
+
+
+def used_bytes(conn: sqlite3.Connection) -> int:
+    """Bytes of the database file in use: its pages less the free ones (a deleted plan's pages
+    are free and reused before the file grows)."""
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    return int((pages - free) * size)
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

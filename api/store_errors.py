@@ -23,6 +23,20 @@ class StoreError(Exception):
         return f"store {self.kind}: {self.path}: {self.problem}"
 
 
+class StoreFull(Exception):
+    """The plan store is at its size limit: a new plan would grow it further. Nothing stored is
+    evicted to make room; deleting plans does."""
+
+    def __init__(self, used_bytes: int, max_bytes: int) -> None:
+        super().__init__(
+            f"the plan store holds {used_bytes / 2**20:,.0f} MiB, at this server's limit of "
+            f"{max_bytes / 2**20:,.0f} MiB (FAREBOX_MAX_STORE_BYTES); delete plans no longer "
+            "needed (DELETE /v1/plans/{id}) to make room"
+        )
+        self.used_bytes = used_bytes
+        self.max_bytes = max_bytes
+
+
 _CORRUPT = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 _BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 

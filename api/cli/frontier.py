@@ -10,6 +10,10 @@ device (cost efficiency) against tokens/s per user (interactivity), each point l
 layout, precision and batch. ``--disaggregated`` gives the frontier of disaggregated
 prefill/decode units instead (``fleet.perf.disagg``: k decode replicas fed by m prefill replicas;
 the layout column is the decode replica's, the unit's line follows it).
+
+The configurations are counted before any is evaluated and held to the API's frontier limit
+(``api.perf_wire.MAX_FRONTIER_CONFIGS``, 250,000): over it, one line naming ``--spec`` or
+``--precision`` and exit 2, where 100 ``--spec`` options once took 12 s and 4.5 GB.
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     if args.isl < 1 or args.osl < 1:
         raise InputError("--isl and --osl must be >= 1")
     spec = [(0, 0.0)] + [_spec(s) for s in args.spec]
+    check_size(catalog, args.model, system.id, args.precision, spec, args.disaggregated)
     arrays = engine_arrays(catalog, build_arrays(catalog), args.engine)
     front = frontier(
         catalog,
@@ -142,6 +147,40 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             raise write_error("--png", args.png, err) from None
     return 0
+
+
+def check_size(
+    catalog: Catalog,
+    model: str,
+    system: str,
+    precisions: list[str] | None,
+    spec: list[tuple[int, float]],
+    disaggregated: bool,
+) -> None:
+    """InputError naming ``--spec`` or ``--precision`` when the frontier would evaluate more than
+    the API's ``MAX_FRONTIER_CONFIGS`` configurations."""
+    from api.perf_wire import MAX_FRONTIER_CONFIGS
+    from fleet.perf.frontier import DEFAULT_BATCHES, frontier_size, supported_precisions
+    from fleet.perf.grid import model_spec, search_options
+
+    # what the frontier evaluates at the CLI's batches, counted as the API counts it
+    n = frontier_size(
+        catalog, model, system, precisions=precisions, spec=spec, disaggregated=disaggregated
+    )
+    if n <= MAX_FRONTIER_CONFIGS:
+        return
+    precs, batches, options = search_options(
+        tuple(precisions) if precisions else supported_precisions(catalog, system),
+        DEFAULT_BATCHES,
+        model_spec(catalog, model, spec),
+    )
+    flag = "--precision" if len(precs) > len(options) else "--spec"
+    raise InputError(
+        f"{flag}: this frontier would evaluate {n:,} configurations ({len(precs)} precisions x "
+        f"{len(batches)} batches x {len(options)} speculative options x the layouts of {model} "
+        f"on {system}), over the limit of {MAX_FRONTIER_CONFIGS:,}; give fewer --spec options "
+        "or name fewer --precision"
+    )
 
 
 def _spec(text: str) -> tuple[int, float]:

@@ -6,6 +6,12 @@ status and proven gap, money, the chosen price card, a compact assignment table 
 the trough period, service per tier, pool usage, binding constraints, and the reasons when the
 scenario cannot be served. Exit 0 with a plan, 1 when the scenario is infeasible or no plan was
 found in time, 2 on a bad file (one line naming the field).
+
+Before building, the scenario's work is counted and held to the server's default limits
+(``planner.build.workload``; the ``FAREBOX_MAX_CONFIGURATIONS``, ``FAREBOX_MAX_SLO_CHECKS`` and
+``FAREBOX_MAX_SCREEN_COMBINATIONS`` defaults of ``api.settings.Settings``), so a scenario the API
+refuses in milliseconds is refused here too, exit 2, instead of taking the machine's memory.
+``--no-work-limit`` plans it anyway; running out of memory is then one line and exit 2 as well.
 """
 
 from __future__ import annotations
@@ -20,7 +26,10 @@ from api.cli._output import output_file, write_error
 from fleet.errors import InputError
 
 if TYPE_CHECKING:
+    from fleet.catalog.load import Catalog
+    from planner.build.workload import Workload
     from planner.plan.schema import Assignment, Plan
+    from planner.scenario.schema import Scenario
     from planner.solve.solution import Progress
 
 
@@ -36,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--time-limit", type=float, metavar="S", help="solver time limit, seconds (overrides file)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument(
+        "--no-work-limit",
+        action="store_true",
+        help="plan even a scenario over the server's default work limits (configurations, SLO "
+        "checks, screening combinations)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -72,14 +87,25 @@ def run(args: argparse.Namespace) -> int:
     output_file(args.json, "--json")
     scenario = load_scenario(args.scenario)
     catalog = load_catalog()
+    work = check_work(scenario, catalog, limited=not args.no_work_limit)
     if not args.quiet:
         print(f"planning {scenario.meta.name} ...", file=sys.stderr, flush=True)
-    plan = plan_scenario(
-        scenario,
-        catalog,
-        time_limit_s=args.time_limit,
-        progress=None if args.quiet else _Ticker(sys.stderr),
-    )
+    plan: Plan | None
+    try:
+        plan = plan_scenario(
+            scenario,
+            catalog,
+            time_limit_s=args.time_limit,
+            progress=None if args.quiet else _Ticker(sys.stderr),
+        )
+    except MemoryError:
+        plan = None  # raised below, once the frames holding the arrays are gone
+    if plan is None:
+        raise InputError(
+            f"out of memory while building or solving {scenario.meta.name} "
+            f"({work.configurations:,} configurations, {work.checks:,} SLO checks); search "
+            "fewer precisions, batch caps, speculative options or engines, or plan fewer pools"
+        )
     if args.json is not None:
         try:
             args.json.write_bytes(msgspec.json.format(msgspec.json.encode(plan)))
@@ -91,6 +117,33 @@ def run(args: argparse.Namespace) -> int:
     prices = dict(zip(inventory.pool_ids, inventory.usd_per_system_hour.tolist(), strict=True))
     print(summary(plan, scenario.meta.description, usd_per_system_hour=prices))
     return 0 if plan.status.has_plan else 1
+
+
+def check_work(scenario: Scenario, catalog: Catalog, *, limited: bool = True) -> Workload:
+    """The scenario's work (``planner.build.workload``, counted without doing any); with
+    ``limited``, an InputError when it is over the server's default limits, naming the limit and
+    ``--no-work-limit``."""
+    from api.settings import Settings
+    from planner.build.workload import check_workload, workload
+    from planner.scenario.decode import check_catalog
+
+    check_catalog(scenario, catalog)
+    work = workload(scenario, catalog)
+    if limited:
+        defaults = Settings(db_path=Path())  # the server's defaults; nothing is opened
+        try:
+            check_workload(
+                scenario,
+                work,
+                max_configurations=defaults.max_configurations,
+                max_checks=defaults.max_slo_checks,
+                max_screen_combinations=defaults.max_screen_combinations,
+            )
+        except InputError as err:
+            raise InputError(
+                f"{err} (the server's default work limits; --no-work-limit plans it anyway)"
+            ) from None
+    return work
 
 
 def _usd(value: float) -> str:

@@ -82,6 +82,9 @@ class PlanController(Controller):
             413: ResponseSpec(ErrorBody, description="Body over the server's limit"),
             422: ResponseSpec(ErrorBody, description="The scenario cannot be planned as asked"),
             503: ResponseSpec(ErrorBody, description="Queue full; see Retry-After"),
+            507: ResponseSpec(
+                ErrorBody, description="The store is at its size limit; delete plans to make room"
+            ),
         },
     )
     async def create(

@@ -2,12 +2,14 @@
 
 ``POST /v1/sweeps`` takes a scenario and the sweep's settings (``api.sweep_worker.SweepRequest``:
 the ``farebox sweep`` flags as fields) and checks all of it, every grid point included, before
-queueing: a bad request is a 422 naming the field, a full queue a 503 (decided before the body
-is read). The answer is 202 with the sweep's id and ``Location``; ``?wait=S`` waits up to S
-seconds for it to finish (201 when it did). ``GET /v1/sweeps/{id}`` has its status, progress and,
-once done, its tables as row objects; ``GET /v1/sweeps/{id}/files/{name}`` one of its files
-(``points.parquet``, ``prices.parquet``, ``pools.parquet``, ``samples.parquet``, ``margin.png``,
-``prices.png``, ``pools.png``, ``samples.png``). Running the sweep is ``api.sweeps``.
+queueing, on the same bounded compute threads as a plan's checks (the limits the grid's shape
+decides come before any point is built): a bad request is a 422 naming the field, a full queue a
+503 (decided before the body is read). The answer is 202 with the sweep's id and ``Location``;
+``?wait=S`` waits up to S seconds for it to finish (201 when it did). ``GET /v1/sweeps/{id}`` has
+its status, progress and, once done, its tables as row objects; ``GET
+/v1/sweeps/{id}/files/{name}`` one of its files (``points.parquet``, ``prices.parquet``,
+``pools.parquet``, ``samples.parquet``, ``margin.png``, ``prices.png``, ``pools.png``,
+``samples.png``). Running the sweep is ``api.sweeps``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from litestar.openapi.spec import OpenAPIMediaType, Operation, Reference, Reques
 from litestar.params import FromPath, QueryParameter
 from litestar.status_codes import HTTP_200_OK, HTTP_201_CREATED, HTTP_202_ACCEPTED
 
+from api.compute import Compute
 from api.errors import ErrorBody, ParameterError
 from api.sweeps import FINISHED, SweepResource, SweepService, sweep_href
 
@@ -66,6 +69,7 @@ class SweepController(Controller):
         self,
         request: Request[Any, Any, Any],
         sweeps: NamedDependency[SweepService],
+        compute: NamedDependency[Compute],
         wait: Annotated[
             float | None,
             QueryParameter(
@@ -79,7 +83,7 @@ class SweepController(Controller):
         if wait is not None and wait > limit:
             raise ParameterError("wait", f"must be <= {limit:g} s")
         sweeps.check_queue()  # before the body is read
-        resource = await sweeps.submit(await request.body())
+        resource = await sweeps.submit(await request.body(), compute)
         status = HTTP_202_ACCEPTED
         if wait:
             resource = await sweeps.wait(resource.id, wait)

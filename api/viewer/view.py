@@ -2,7 +2,8 @@
 frames, the frontier curves and each pool's hourly price.
 
 A done plan never changes, so its ``View`` is kept in a small in-memory cache (``VIEWS``, the
-``CACHE_SIZE`` most recent) and a page reload or a PNG costs a lookup. Building one evaluates the
+``CACHE_SIZE`` most recent, fewer when together they hold more than ``CACHE_ROWS`` plan rows)
+and a page reload or a PNG costs a lookup. Building one evaluates the
 performance model's search grid for the plan's busiest (model, system) pairs
 (``planner.report.operating``): CPU work, run through the app's ``Compute`` pool.
 
@@ -35,6 +36,10 @@ from planner.scenario.decode import decode_scenario
 from planner.scenario.schema import Scenario
 
 CACHE_SIZE = 8
+CACHE_ROWS = 600_000
+"""Plan rows (assignments, flows, pool usage) the cached views may hold together: twice the
+API's default ``max_plan_rows``. A view of a 258k-row plan measured +148 MB, so eight such views
+would have held ~1.2 GB; the most recent view is kept whatever its size."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,13 @@ class View:
     """What the viewer could not show and why (e.g. a catalog id the plan used is gone)."""
     png: dict[str, bytes] = field(default_factory=dict)
     """The report's PNG charts by name, drawn on first request (``api.viewer.controller``)."""
+
+    @property
+    def rows(self) -> int:
+        """The plan's table rows, what the view's memory grows with."""
+        if self.plan is None:
+            return 0
+        return len(self.plan.assignments) + len(self.plan.flows) + len(self.plan.pool_usage)
 
     @property
     def charted(self) -> bool:
@@ -135,10 +147,12 @@ def _pool_money(
 
 
 class ViewCache:
-    """The views of the ``size`` most recently shown done plans, by plan id."""
+    """The views of the ``size`` most recently shown done plans, by plan id, fewer while they
+    hold more than ``max_rows`` plan rows together (the most recent one always stays)."""
 
-    def __init__(self, size: int = CACHE_SIZE) -> None:
+    def __init__(self, size: int = CACHE_SIZE, max_rows: int = CACHE_ROWS) -> None:
         self._size = size
+        self._max_rows = max_rows
         self._views: OrderedDict[str, View] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -155,7 +169,9 @@ class ViewCache:
         with self._lock:
             self._views[view.record.id] = view
             self._views.move_to_end(view.record.id)
-            while len(self._views) > self._size:
+            while len(self._views) > self._size or (
+                len(self._views) > 1 and sum(v.rows for v in self._views.values()) > self._max_rows
+            ):
                 self._views.popitem(last=False)
 
     def drop(self, plan_id: str) -> None:

@@ -58,6 +58,29 @@ def supported_precisions(catalog: Catalog, system_id: str) -> tuple[str, ...]:
     return tuple(p for p in PRECISIONS if acc.runs(p))
 
 
+def frontier_size(
+    catalog: Catalog,
+    model_id: str,
+    system_id: str,
+    *,
+    precisions: Sequence[str] | None = None,
+    batches: Sequence[int] = DEFAULT_BATCHES,
+    spec: Sequence[tuple[int, float]] = ((0, 0.0),),
+    disaggregated: bool = False,
+    own_mtp: bool = True,
+) -> int:
+    """Configurations ``frontier`` evaluates with the same arguments (its grid, with the model's
+    own MTP draft unless ``own_mtp`` is False, plus the most units it can form when
+    ``disaggregated``), counted from the lists' sizes without evaluating anything."""
+    from fleet.perf.disagg import units_bound  # imports this module
+    from fleet.perf.grid import grid_size, model_spec
+
+    precs = tuple(precisions) if precisions else supported_precisions(catalog, system_id)
+    options = model_spec(catalog, model_id, tuple(spec)) if own_mtp else tuple(spec)
+    n = grid_size(catalog, model_id, system_id, batches=batches, precisions=precs, spec=options)
+    return n + (units_bound(catalog, system_id, precs) if disaggregated else 0)
+
+
 def frontier(
     catalog: Catalog,
     arrays: CatalogArrays,

@@ -14,6 +14,13 @@ Measured (2 shared cores): the frontier-lab week, the largest checked-in scenari
 counts the most disaggregated units it can form (``fleet.perf.disagg.unit_bound``), a bound known
 before anything is evaluated: the frontier-lab week then counts 1,095,336 configurations and
 9,029,016 checks (652,968 and 5,490,072 without).
+
+Besides the grids, ``screen`` loops over every (offer, pool, engine): it filters the offer's grid
+for that pool, even when the grid is empty (a model with no layout on the pool's system). That
+loop is Python, ~12 us a turn with nothing to check, so a scenario that evaluates nothing could
+still ask for hours: 64 families x 16 tiers x 2 models, 512 pools and 4 engines are 4.2 million
+turns (47 s measured). ``Workload.screen_combinations`` counts the turns from the lists' lengths
+(offers x pools x engines); the frontier-lab week, the most of the checked-in scenarios, has 576.
 """
 
 from __future__ import annotations
@@ -40,44 +47,65 @@ class Workload:
     ``options.search.disaggregated``, plus the most units each grid can add)."""
     checks: int
     """Configurations x the (family, tier, variant, pool) groups each is screened for."""
+    screen_combinations: int = 0
+    """Turns of ``screen``'s loop: offers (family x tier x admitted model) x pools x distinct
+    engines, each one SLO filter of a grid (empty or not) for one pool."""
+    offers: int = 0
+    """(family, tier, model) offers ``screen`` visits (``planner.build.pipeline.offers``)."""
 
 
 def workload(s: Scenario, catalog: Catalog) -> Workload:
-    """The grids and checks ``planner.build.pipeline.screen`` would do for ``s`` (catalog ids
-    checked)."""
+    """The grids, checks and loop turns ``planner.build.pipeline.screen`` would do for ``s``
+    (catalog ids checked). Counted from the lists' sizes: its time grows with the distinct
+    (model, token profile) pairs x pool systems x engines, not with the turns it counts."""
     search = s.options.search
     check_engines(s, catalog)
     engines = tuple(dict.fromkeys(search.engines))
     spec = tuple((o.draft_tokens, o.acceptance) for o in search.speculative)
     pools_of_system = Counter(pool.system for pool in s.fleet.pools)
-    size: dict[tuple[str, str], int] = {}  # layouts do not depend on the token profile
-    keys: set[GridKey] = set()
-    checks = 0
+    offers_of_model: Counter[str] = Counter()
+    profiles: set[tuple[str, int, int, int]] = set()  # (model, isl, cached, osl)
     for offer in offers(s):
-        model = offer.model
+        offers_of_model[offer.model] += 1
+        profiles.add((offer.model, offer.isl, offer.cached, offer.osl))
+    size: dict[tuple[str, str], int] = {}  # layouts do not depend on the token profile
+    checks = 0
+    for model, n_offers in offers_of_model.items():
         for system, n_pools in pools_of_system.items():
-            if (model, system) not in size:
-                size[(model, system)] = grid_size(
-                    catalog,
-                    model,
-                    system,
-                    batches=search.batch_caps,
-                    precisions=search.precisions,
-                    spec=model_spec(catalog, model, spec),
-                )
-                if search.disaggregated:
-                    size[(model, system)] += units_bound(catalog, system, search.precisions)
-            for engine in engines:
-                keys.add((model, system, offer.isl, offer.cached, offer.osl, engine))
-            checks += n_pools * size[(model, system)] * len(engines)
+            size[(model, system)] = grid_size(
+                catalog,
+                model,
+                system,
+                batches=search.batch_caps,
+                precisions=search.precisions,
+                spec=model_spec(catalog, model, spec),
+            )
+            if search.disaggregated:
+                size[(model, system)] += units_bound(catalog, system, search.precisions)
+            # each offer checks its grid once per pool of the system and engine
+            checks += n_offers * n_pools * size[(model, system)] * len(engines)
+    keys = frozenset(
+        (model, system, isl, cached, osl, engine)
+        for model, isl, cached, osl in profiles
+        for system in pools_of_system
+        for engine in engines
+    )
     configurations = sum(size[(key[0], key[1])] for key in keys)
-    return Workload(frozenset(keys), configurations, checks)
+    n_offers = sum(offers_of_model.values())
+    turns = n_offers * len(s.fleet.pools) * len(engines)
+    return Workload(keys, configurations, checks, turns, n_offers)
 
 
 def check_workload(
-    s: Scenario, work: Workload, *, max_configurations: int, max_checks: int
+    s: Scenario,
+    work: Workload,
+    *,
+    max_configurations: int,
+    max_checks: int,
+    max_screen_combinations: int | None = None,
 ) -> None:
-    """InputError at ``$.options.search`` when ``work`` is over a limit."""
+    """InputError at ``$.options.search`` when ``work`` is over a limit (``None``: that one not
+    checked)."""
     precisions, batches, spec = search_options(
         s.options.search.precisions,
         s.options.search.batch_caps,
@@ -104,4 +132,13 @@ def check_workload(
             f"against tier SLOs (each grid once per family, tier, variant and pool that uses it; "
             f"{lists}), over the limit of {max_checks:,}; {advice}, or plan fewer "
             "pools"
+        )
+    if max_screen_combinations is not None and work.screen_combinations > max_screen_combinations:
+        engines = len(dict.fromkeys(s.options.search.engines))
+        raise InputError(
+            f"$.options.search: this scenario would screen {work.screen_combinations:,} "
+            f"combinations of offer x pool x engine ({work.offers:,} offers of family x tier x "
+            f"admitted model, {len(s.fleet.pools)} pools, {engines} engines), over the limit of "
+            f"{max_screen_combinations:,}; search fewer engines, plan fewer pools, or sell "
+            "fewer tiers or admit fewer variants per family"
         )

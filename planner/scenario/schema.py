@@ -72,6 +72,8 @@ UnitFraction = Annotated[float, Meta(ge=0, le=1)]
 Percentile = Annotated[float, Meta(gt=0, lt=100)]
 Quality = Annotated[float, Meta(ge=0, le=100)]
 Name = Annotated[str, Meta(min_length=1, max_length=200)]
+MAX_DESCRIPTION_CHARS = 8000
+"""A scenario's description: a few paragraphs (the checked-in ones are under 200 characters)."""
 Usd = Annotated[float, Meta(ge=0, le=MAX_USD)]
 PositiveUsd = Annotated[float, Meta(gt=0, le=MAX_USD)]
 Multiplier = Annotated[float, Meta(gt=0, le=MAX_MULTIPLIER)]
@@ -93,7 +95,8 @@ class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
 
 class ScenarioMeta(Frozen, frozen=True, kw_only=True):
     name: Name
-    description: str = ""
+    description: Annotated[str, Meta(max_length=MAX_DESCRIPTION_CHARS)] = ""
+    """Free text for people; stored with the plan and returned with it, hence bounded."""
     start_date: date | None = None
     """First day of the horizon (hour 0 = 00:00 that day, day 0 of the weekly profile). Only
     reports use it, to date their weeks; default ``planner.report.frames.DEFAULT_START``."""

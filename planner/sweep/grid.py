@@ -19,7 +19,10 @@ for ``fleet.pools.ID``. Ids may contain dots; the longest id that matches is tak
 Several specs form the Cartesian product, the first varying slowest. The points are counted
 before any of them is built (``count_points``), and every point is decoded and checked exactly as
 a scenario file is (``planner.scenario.decode.decode_scenario``), so a value of the wrong type or
-one that breaks a rule of the schema is refused before anything runs, naming the spec.
+one that breaks a rule of the schema is refused before anything runs, naming the spec. Numbers
+are finite: a value or range end that overflows a float (``1e400``) is refused, and a range is
+counted in exact arithmetic before any of its values is made. ``iter_points`` builds the points
+one at a time, for a caller that checks each and drops it; ``expand`` keeps them all.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,12 +85,19 @@ def format_value(value: Value) -> str:
     return str(value)
 
 
-def _scalar(text: str) -> Scalar:
+def _finite(text: str, where: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InputError(f"{where}: {text.strip()!r} is beyond the range of a number")
+    return value
+
+
+def _scalar(text: str, where: str) -> Scalar:
     t = text.strip()
     if _INT.match(t):
         return int(t)
     if _NUM.match(t):
-        return float(t)
+        return _finite(t, where)
     low = t.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -116,8 +127,14 @@ def _split(text: str, where: str) -> list[str]:
     return parts
 
 
-def _range_count(lo: float, hi: float, step: float) -> int:
-    return math.floor((hi - lo) / step + 1e-9) + 1
+def _range_count(lo: float, hi: float, step: float) -> int | None:
+    """Values of the inclusive range, or None when there are more than a float can count."""
+    if isinstance(lo, int) and isinstance(hi, int) and isinstance(step, int):
+        return (hi - lo) // step + 1  # exact, however large
+    steps = (hi - lo) / step
+    if not math.isfinite(steps):
+        return None
+    return math.floor(steps + 1e-9) + 1
 
 
 def _range(alt: str, where: str) -> tuple[float | int, float | int, float | int] | None:
@@ -141,7 +158,7 @@ def _range(alt: str, where: str) -> tuple[float | int, float | int, float | int]
         if all_int:
             a, b, step = int(lo), int(hi), int(step_text)
         else:
-            a, b, step = float(lo), float(hi), float(step_text)
+            a, b, step = (_finite(x, where) for x in (lo, hi, step_text))
         if not step > 0:
             raise InputError(f"{where}: range step must be > 0")
     if b < a:
@@ -169,18 +186,18 @@ def parse_spec(text: str, *, max_values: int) -> Spec:
             if not a.endswith("]"):
                 raise InputError(f"{where}: {a!r}: text after ']'")
             inner = a[1:-1].strip()
-            values.append(tuple(_scalar(x) for x in inner.split(",")) if inner else ())
+            values.append(tuple(_scalar(x, where) for x in inner.split(",")) if inner else ())
         elif (r := _range(a, where)) is not None:
             lo, hi, step = r
             n = _range_count(lo, hi, step)
-            if len(values) + n > max_values:
+            if n is None or len(values) + n > max_values:
                 raise InputError(f"{where}: more than {max_values:,} values (the grid point limit)")
             if isinstance(step, int) and isinstance(lo, int):
                 values.extend(range(lo, lo + n * step, step))
             else:
                 values.extend(float(f"{lo + k * step:.12g}") for k in range(n))
         else:
-            values.append(_scalar(a))
+            values.append(_scalar(a, where))
         if len(values) > max_values:
             raise InputError(f"{where}: more than {max_values:,} values (the grid point limit)")
     if len(set(map(format_value, values))) != len(values):
@@ -280,29 +297,46 @@ def _apply(doc: dict[str, Any], spec: Spec, value: Value) -> None:
     parent[key] = list(value) if isinstance(value, tuple) else value
 
 
-def expand(scenario: Scenario, specs: tuple[Spec, ...], *, max_points: int) -> tuple[Point, ...]:
-    """Every point of the grid as a checked scenario, each named ``NAME[i]``.
+def spec_fields(scenario: Scenario, specs: tuple[Spec, ...]) -> tuple[str, ...]:
+    """Each spec's field in the base scenario as a schema path (``$.options.time_limit_s``),
+    without building any point; an InputError naming a spec whose path is not there."""
+    return _fields(msgspec.json.encode(scenario), specs)
+
+
+def _fields(encoded: bytes, specs: tuple[Spec, ...]) -> tuple[str, ...]:
+    base = msgspec.json.decode(encoded)  # plain dicts and lists
+    return tuple(_resolve(base, spec.path)[2] for spec in specs)
+
+
+def iter_points(scenario: Scenario, specs: tuple[Spec, ...], *, max_points: int) -> Iterator[Point]:
+    """Every point of the grid as a checked scenario, each named ``NAME[i]``, built one at a
+    time as it is asked for: a caller that checks each point and drops it holds one at a time.
 
     Paths are resolved on the base scenario first, so a missing one fails before any point is
     built; a point whose scenario fails its checks names the values that made it."""
     count_points(specs, max_points=max_points)
     encoded = msgspec.json.encode(scenario)
-    base = msgspec.json.decode(encoded)  # plain dicts and lists
-    for spec in specs:
-        _resolve(base, spec.path)
-    points = []
+    _fields(encoded, specs)
     for index, values in enumerate(itertools.product(*(s.values for s in specs))):
-        doc = msgspec.json.decode(encoded)
-        for spec, value in zip(specs, values, strict=True):
-            _apply(doc, spec, value)
-        if specs:
-            doc["meta"]["name"] = f"{scenario.meta.name}[{index}]"
-        try:
-            point = decode_scenario(msgspec.json.encode(doc), "json")
-        except InputError as err:
-            label = " ".join(
-                f"{s.path}={format_value(v)}" for s, v in zip(specs, values, strict=True)
-            )
-            raise InputError(f"--set {label}: {err}") from None
-        points.append(Point(index, values, point))
-    return tuple(points)
+        yield Point(index, values, _build(scenario.meta.name, encoded, specs, index, values))
+
+
+def expand(scenario: Scenario, specs: tuple[Spec, ...], *, max_points: int) -> tuple[Point, ...]:
+    """``iter_points``, every point kept."""
+    return tuple(iter_points(scenario, specs, max_points=max_points))
+
+
+def _build(
+    name: str, encoded: bytes, specs: tuple[Spec, ...], index: int, values: tuple[Value, ...]
+) -> Scenario:
+    """The scenario of one point: the base's JSON ``encoded`` with ``values`` applied."""
+    doc = msgspec.json.decode(encoded)
+    for spec, value in zip(specs, values, strict=True):
+        _apply(doc, spec, value)
+    if specs:
+        doc["meta"]["name"] = f"{name}[{index}]"
+    try:
+        return decode_scenario(msgspec.json.encode(doc), "json")
+    except InputError as err:
+        label = " ".join(f"{s.path}={format_value(v)}" for s, v in zip(specs, values, strict=True))
+        raise InputError(f"--set {label}: {err}") from None

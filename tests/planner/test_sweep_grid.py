@@ -9,7 +9,15 @@ import pytest
 from fleet.errors import InputError
 from planner.run import load_scenario
 from planner.scenario.schema import Scenario
-from planner.sweep.grid import count_points, expand, format_value, parse_spec, parse_specs
+from planner.sweep.grid import (
+    count_points,
+    expand,
+    format_value,
+    iter_points,
+    parse_spec,
+    parse_specs,
+    spec_fields,
+)
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -50,6 +58,14 @@ def test_grammar(text: str, values: tuple[object, ...]) -> None:
         ("a=[1,2", "without ']'"),
         ("a=1,1", "repeated"),
         ("a=0..1000000000", "more than 100 values"),
+        # overflowing and non-finite numbers: refused, never an OverflowError
+        ("a=1..1e400:1", "'1e400' is beyond the range of a number"),
+        ("a=1.." + "9" * 400, "more than 100 values"),
+        ("a=1.." + "9" * 400 + ":0.5", "is beyond the range of a number"),
+        ("a=1..2:1e-320", "more than 100 values"),
+        ("a=-1e308..1e308:1e306", "more than 100 values"),
+        ("a=1e400", "'1e400' is beyond the range of a number"),
+        ("a=[1,-1e999]", "'-1e999' is beyond the range of a number"),
     ],
 )
 def test_grammar_errors_name_the_path(text: str, message: str) -> None:
@@ -94,6 +110,31 @@ def test_expand_applies_values_by_id_and_checks_each_point(tiny: Scenario) -> No
     for path in ("fleet.pools.h100-us-east.count", "fleet.pools.0.count"):
         (point,) = expand(tiny, parse_specs([f"{path}=4"], max_points=1), max_points=1)
         assert point.scenario.fleet.pools[0].count == 4
+
+
+def test_iter_points_builds_each_point_when_asked(tiny: Scenario) -> None:
+    specs = parse_specs(["pools.h100-us-east.count=1,-1,2"], max_points=8)
+    points = iter_points(tiny, specs, max_points=8)
+    first = next(points)
+    assert first.index == 0 and first.scenario.fleet.pools[0].count == 1
+    with pytest.raises(InputError, match=r"--set pools.h100-us-east.count=-1: .*must be >= 0"):
+        next(points)  # the bad point fails only when it is built
+    with pytest.raises(InputError, match="has no element 'nope'"):
+        next(iter_points(tiny, parse_specs(["pools.nope.count=1"], max_points=1), max_points=1))
+
+
+def test_spec_fields_are_schema_paths(tiny: Scenario) -> None:
+    specs = parse_specs(
+        ["pools.h100-us-east.count=1", "options.time_limit_s=5", "tiers.fast.max_ttft_ms=9"],
+        max_points=1,
+    )
+    assert spec_fields(tiny, specs) == (
+        "$.fleet.pools[0].count",
+        "$.options.time_limit_s",
+        "$.tiers[1].max_ttft_ms",
+    )
+    with pytest.raises(InputError, match=r"--set pools.nope.count: \$.fleet.pools has no"):
+        spec_fields(tiny, parse_specs(["pools.nope.count=1"], max_points=1))
 
 
 def test_no_specs_is_the_scenario_itself(tiny: Scenario) -> None:
