@@ -75,6 +75,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="solver time limit per scenario, seconds (default: each file's own)",
     )
     parser.add_argument("--catalog-dir", type=Path, help="catalog data files (default: packaged)")
+    parser.add_argument(
+        "--no-work-limit",
+        action="store_true",
+        help="plan scenarios over the server's default work limits (refused otherwise)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -101,8 +106,12 @@ def check_file(
     *,
     time_limit_s: float | None = None,
     log: TextIO | None = None,
+    work_limit: bool = True,
 ) -> ScenarioResult:
-    """Plan one scenario file and evaluate its expectations; never raises for a bad file."""
+    """Plan one scenario file and evaluate its expectations; never raises for a bad file. With
+    ``work_limit`` a scenario over the server's default work limits is refused unplanned
+    (``api.cli.plan.check_work``), as ``farebox plan`` refuses it."""
+    from api.cli.plan import check_work
     from planner.plan.expectations import evaluate
     from planner.run import load_scenario, plan_scenario
 
@@ -111,6 +120,7 @@ def check_file(
     try:
         scenario = load_scenario(path)
         result.name = scenario.meta.name
+        check_work(scenario, catalog, limited=work_limit)
         result.plan = plan_scenario(
             scenario,
             catalog,
@@ -121,6 +131,12 @@ def check_file(
         result.outcomes = evaluate(result.plan, scenario.expect)
     except InputError as err:
         result.error, result.input_error = str(err), True
+    except MemoryError:
+        result.plan = None  # the frames holding the arrays are gone once we are here
+        result.error = (
+            f"out of memory while building or solving {result.name}; search fewer precisions, "
+            "batch caps, speculative options or engines, or plan fewer pools"
+        )
     except Exception:
         result.error = traceback.format_exc()
     result.wall_s = time.perf_counter() - start
@@ -248,7 +264,14 @@ def run(args: argparse.Namespace) -> int:
     results: list[ScenarioResult] = []
     for i, path in enumerate(files, start=1):
         print(f"[{i}/{len(files)}] {path} ...", file=sys.stderr, flush=True)
-        r = check_file(path, catalog, arrays, time_limit_s=args.time_limit, log=sys.stderr)
+        r = check_file(
+            path,
+            catalog,
+            arrays,
+            time_limit_s=args.time_limit,
+            log=sys.stderr,
+            work_limit=not args.no_work_limit,
+        )
         verdict = "ok" if r.passed else ("ERROR" if r.error else "FAILED")
         status = r.plan.status.value if r.plan is not None else "-"
         print(

@@ -104,3 +104,28 @@ def test_plan_help_documents_the_override(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit):
         main(["plan", "--help"])
     assert "--no-work-limit" in capsys.readouterr().out
+
+
+def test_check_refuses_a_scenario_over_the_limits_unplanned(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``farebox check`` holds each file to the same limits: the file fails as a malformed one
+    (exit 2) with the limit named, and nothing is planned."""
+    monkeypatch.setattr(planner.run, "plan_scenario", _forbidden)
+    code = main(["check", str(huge_week(tmp_path))])
+    out = capsys.readouterr()
+    assert code == 2, out.out + out.err
+    assert "over the limit of 2,000,000" in out.out + out.err
+    assert "--no-work-limit" in out.out + out.err
+    assert "Traceback" not in out.out + out.err
+
+
+def test_check_reports_running_out_of_memory_in_its_results(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(planner.run, "plan_scenario", _out_of_memory)
+    code = main(["check", str(REPO / "scenarios" / "tiny.toml"), "--no-work-limit"])
+    out = capsys.readouterr()
+    assert code == 1, out.out + out.err
+    assert "out of memory while building or solving" in out.out
+    assert "Traceback" not in out.out + out.err
