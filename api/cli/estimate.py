@@ -288,6 +288,25 @@ def _moe_overhead_notes(catalog: Catalog, configs: Configs, engine_id: str) -> l
     return notes
 
 
+def _dsa_overhead_notes(catalog: Catalog, configs: Configs) -> list[str]:
+    """What a DeepSeek Sparse Attention model's attention modules add to the step's overhead."""
+    from fleet.perf.transfer import resolve_efficiency
+
+    spec = catalog.model(list(catalog.models)[configs.model[0]])
+    if spec.mla is None or not spec.mla.index_topk:
+        return []
+    acc_id = catalog.systems[list(catalog.systems)[configs.system[0]]].accelerator
+    per_call_us = resolve_efficiency(catalog)[acc_id].dsa_call_us
+    if not per_call_us:
+        return []
+    layers = spec.num_layers
+    return [
+        f"the sparse-attention (DSA) modules: {layers * per_call_us * 1e-3:.2f} ms of the overhead "
+        f"per forward pass ({layers} layers x {per_call_us:.3g} us, the measured module's fixed "
+        "time)"
+    ]
+
+
 def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     from fleet.perf.explain import layout_label
 
@@ -327,7 +346,10 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     if row["engine_note"]:
         lines.append(f"  note: {row['engine_note']}")
     spec = catalog.model(model)
-    for note in _moe_overhead_notes(catalog, configs, row["engine"]):
+    for note in [
+        *_moe_overhead_notes(catalog, configs, row["engine"]),
+        *_dsa_overhead_notes(catalog, configs),
+    ]:
         lines.append(f"  note: {note}")
     mla = spec.mla
     if mla is not None and mla.index_topk:

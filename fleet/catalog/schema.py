@@ -162,6 +162,10 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     """The same fixed time for routed FP4 experts: the call term of the MXFP4 MoE fit whose
     streaming term is ``moe_fp4_bandwidth_fraction``, where the part has FP4; absent: FP4
     experts take ``moe_call_us``."""
+    dsa_call_us: PositiveFloat | None = None
+    """Fixed time of one DeepSeek Sparse Attention layer's attention module per forward pass
+    (its dozen-odd kernels' launch and tail, the indexer and top-k included): the call term of
+    the measured module's fit (``fleet.perf.kernel_dsa``); absent where the tables lack it."""
     context_attention_flops_fraction: PositiveFloat
     """Fraction of the BF16 peak that prefill (context, flash) attention reaches."""
     all_reduce_link_fraction: PositiveFloat

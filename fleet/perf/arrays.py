@@ -212,6 +212,9 @@ class AcceleratorArrays:
     ``transfer.ResolvedEfficiency.moe_call_us``)."""
     moe_fp4_call_s: FloatArray
     """The same for native FP4 experts (``transfer.ResolvedEfficiency.moe_fp4_call_us``)."""
+    dsa_call_s: FloatArray
+    """Fixed time of a DeepSeek Sparse Attention layer's attention module per forward pass
+    (``transfer.ResolvedEfficiency.dsa_call_us``)."""
     request_overhead_s: FloatArray
     """Per-request serving cost outside the forward passes, in a benchmark's TTFT (pooled, or
     the engine's: ``fleet.perf.closed_loop``)."""
@@ -595,6 +598,7 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         collective_overhead_s=col(lambda a: eff[a.id].collective_overhead_us * 1e-6),
         moe_call_s=col(lambda a: eff[a.id].moe_call_us * 1e-6),
         moe_fp4_call_s=col(lambda a: eff[a.id].moe_fp4_call_us * 1e-6),
+        dsa_call_s=col(lambda a: eff[a.id].dsa_call_us * 1e-6),
         request_overhead_s=col(lambda a: REQUEST_OVERHEAD_S),
         prefill_first=col(lambda a: 0.0),
         kv_of_free_memory=col(lambda a: 0.0),

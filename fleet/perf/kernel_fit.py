@@ -39,7 +39,7 @@ import numpy as np
 import polars as pl
 from scipy.optimize import least_squares
 
-from fleet.catalog import Accelerator, load_catalog
+from fleet.catalog import Accelerator, Catalog, load_catalog
 from fleet.perf import kernel_parts as kp
 from fleet.perf import kernel_tables as kt
 from fleet.perf import mamba_tables as mt
@@ -303,10 +303,13 @@ def call_latency_us(fit: KernelFit, n: float) -> float:
     return 2.0 * np.log2(n) * fit.params["hop_us"] + fit.params["call_us"]
 
 
-def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
+def fit_accelerator(
+    data: Path, acc: Accelerator, catalog: Catalog | None = None
+) -> list[KernelFit]:
     """Every kernel fit of one accelerator, in a fixed order; a kernel or dtype the part's tables
     lack (``kernel_parts.available``: A100 has no FP8, no balanced MoE rows, no linear-attention
-    table) is skipped, not stood in for."""
+    table) is skipped, not stood in for. ``catalog`` (default: the packaged one) gives the model
+    shapes the DeepSeek Sparse Attention module fit weighs (``fleet.perf.kernel_dsa``)."""
     have = kp.available(data, acc.id)
     dtypes = ["bf16", "fp8", "fp8_block"] + (["fp4"] if acc.peak_tflops.fp4 else [])
     fits = []
@@ -324,7 +327,9 @@ def fit_accelerator(data: Path, acc: Accelerator) -> list[KernelFit]:
         fits += [fit_gdn_state(data, acc), fit_gdn_prefill(data, acc)]
     if have["mamba"]:
         fits += fit_mamba_conv(data, acc)
-    return fits
+    from fleet.perf.kernel_dsa import fit_module  # imports this module
+
+    return fits + fit_module(data, catalog or load_catalog(), acc.id)
 
 
 def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
@@ -338,7 +343,9 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     if f"moe {MOE_FP4}" in by:
         out["moe_fp4_bandwidth_fraction"] = by[f"moe {MOE_FP4}"].params["bandwidth_fraction"]
         out["moe_fp4_call_us"] = by[f"moe {MOE_FP4}"].params["call_us"]
-    return out
+    from fleet.perf import kernel_dsa  # imports this module
+
+    return out | kernel_dsa.figures(by)
 
 
 def markdown(fits: Sequence[KernelFit]) -> str:
@@ -365,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     catalog = load_catalog()
     all_fits: list[KernelFit] = []
     for acc_id in args.accelerators:
-        fits = fit_accelerator(data, catalog.accelerator(acc_id))
+        fits = fit_accelerator(data, catalog.accelerator(acc_id), catalog)
         all_fits += fits
         print(f"[accelerators.kernel]  # {acc_id}")
         for name, value in figures(fits).items():

@@ -369,6 +369,11 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     call = np.where(_FOUR_BIT[wp], A.moe_fp4_call_s[a], A.moe_call_s[a])
     kernel_fixed = np.where(A.weight_only[a, wp] & _FOUR_BIT[wp], 0.0, call)
     overhead = overhead + kernel_fixed * M.moe_layers[m]
+    # each DeepSeek Sparse Attention layer's attention module likewise (its kernels' fixed time,
+    # the indexer and top-k included; measured, fleet.perf.kernel_dsa): every full-attention
+    # layer of a model with a top-k, on every stage
+    dsa_layers = np.where(np.isfinite(M.sparse_topk[m]), full_t * pp, 0.0)
+    overhead = overhead + A.dsa_call_s[a] * dsa_layers
     # an engine's block-scaled FP8 MoE kernel: a fixed time per expert held on the rank, in every
     # MoE layer of every forward pass (fleet.perf.kernel_moe_grid; 0 for the pooled default)
     grid = A.block_fp8_moe_local_expert_s[a] * M.fp8_block_scaled[m]

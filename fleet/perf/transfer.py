@@ -94,6 +94,9 @@ class ResolvedEfficiency:
     moe_fp4_call_us: float = 0.0
     """The same for native FP4 experts: the part's MXFP4 MoE kernel figure (the kernel their
     streaming figure comes from), else ``moe_call_us``."""
+    dsa_call_us: float = 0.0
+    """Fixed time of a DeepSeek Sparse Attention layer's attention module per forward pass: the
+    part's measured figure, else the family's; 0 on parts without kernel tables."""
 
 
 def _given(acc: Accelerator) -> ResolvedEfficiency:
@@ -131,6 +134,7 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         ),
         moe_call_us=_kernel_or(acc, "moe_call_us", 0.0),
         moe_fp4_call_us=_kernel_or(acc, "moe_fp4_call_us", _kernel_or(acc, "moe_call_us", 0.0)),
+        dsa_call_us=_kernel_or(acc, "dsa_call_us", 0.0),
     )
 
 
@@ -271,6 +275,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         ),
         moe_call_us=call_us,
         moe_fp4_call_us=k.moe_fp4_call_us or call_us,
+        dsa_call_us=k.dsa_call_us or _geomean_or_zero([_given(f).dsa_call_us for f in family]),
     )
 
 

@@ -292,3 +292,17 @@ def test_the_table_says_what_the_block_fp8_moe_kernel_adds(
     assert "0.95 ms of the overhead per forward pass (36 MoE layers x 26.4 us" in (
         capsys.readouterr().out
     )
+
+
+def test_a_sparse_attention_model_names_its_modules_time(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """GLM-5's 78 DeepSeek Sparse Attention layers each take B200's measured module time
+    (69.2 us) per forward pass; a model without DSA has no such note."""
+    argv = ["estimate", "--system", "hgx-b200-8", "--precision", "fp8", "--tp", "8"]
+    assert main([*argv, "--model", "glm-5", "--batch", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "the sparse-attention (DSA) modules: 5.40 ms of the overhead per forward pass" in out
+    assert "(78 layers x 69.2 us" in out
+    assert main([*argv, "--model", "deepseek-v3", "--batch", "4"]) == 0
+    assert "DSA) modules" not in capsys.readouterr().out

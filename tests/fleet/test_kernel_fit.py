@@ -66,13 +66,14 @@ def test_held_out_shapes_are_predicted_as_well_as_fitted_ones(
     shapes), the linear-attention state update <= 5% (measured 0.1-0.6%: a pure streaming
     kernel) and its prefill scan <= 35% (measured 3-6%, 31% on GB200, whose table holds few
     held-out rows), Mamba2's causal-conv update <= 20% (measured 1.5-13%: small calls near their
-    ~4 us call cost; H100 the worst) and its prefill convolution <= 12% (measured 3.0-6.0%).
+    ~4 us call cost; H100 the worst) and its prefill convolution <= 12% (measured 3.0-6.0%),
+    DeepSeek Sparse Attention's decode module <= 12% (measured 7.6-8.8%).
     One kernel is bounded at what it measures (``MEASURED_HELD_OUT``)."""
     bound = {
         "gemm": 0.25, "decode": 0.35, "context": 0.25, "all-reduce": 0.25, "all-to-all": 0.25,
         "moe": 0.35, "linear-attention state": 0.05, "linear-attention prefill": 0.35,
         "gemm decode": 0.12, "gemm fp4 decode": 0.30, "mamba2 conv decode": 0.20,
-        "mamba2 conv prefill": 0.12,
+        "mamba2 conv prefill": 0.12, "dsa": 0.12,
     }  # fmt: skip
     for acc_fits in (fits[a] for a in fits if a not in OLDER):  # OLDER: the test below
         for f in acc_fits:
