@@ -111,16 +111,17 @@ def check_file(
     """Plan one scenario file and evaluate its expectations; never raises for a bad file. With
     ``work_limit`` a scenario over the server's default work limits is refused unplanned
     (``api.cli.plan.check_work``), as ``farebox plan`` refuses it."""
-    from api.cli.plan import check_work
+    from api.cli.plan import check_work, out_of_memory
     from planner.plan.expectations import evaluate
     from planner.run import load_scenario, plan_scenario
 
     start = time.perf_counter()
     result = ScenarioResult(path=path, name=path.stem)
+    work = None
     try:
         scenario = load_scenario(path)
         result.name = scenario.meta.name
-        check_work(scenario, catalog, limited=work_limit)
+        work = check_work(scenario, catalog, limited=work_limit)
         result.plan = plan_scenario(
             scenario,
             catalog,
@@ -133,10 +134,7 @@ def check_file(
         result.error, result.input_error = str(err), True
     except MemoryError:
         result.plan = None  # the frames holding the arrays are gone once we are here
-        result.error = (
-            f"out of memory while building or solving {result.name}; search fewer precisions, "
-            "batch caps, speculative options or engines, or plan fewer pools"
-        )
+        result.error = str(out_of_memory(result.name, work))
     except Exception:
         result.error = traceback.format_exc()
     result.wall_s = time.perf_counter() - start

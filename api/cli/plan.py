@@ -101,11 +101,7 @@ def run(args: argparse.Namespace) -> int:
     except MemoryError:
         plan = None  # raised below, once the frames holding the arrays are gone
     if plan is None:
-        raise InputError(
-            f"out of memory while building or solving {scenario.meta.name} "
-            f"({work.configurations:,} configurations, {work.checks:,} SLO checks); search "
-            "fewer precisions, batch caps, speculative options or engines, or plan fewer pools"
-        )
+        raise out_of_memory(scenario.meta.name, work)
     if args.json is not None:
         try:
             args.json.write_bytes(msgspec.json.format(msgspec.json.encode(plan)))
@@ -144,6 +140,18 @@ def check_work(scenario: Scenario, catalog: Catalog, *, limited: bool = True) ->
                 f"{err} (the server's default work limits; --no-work-limit plans it anyway)"
             ) from None
     return work
+
+
+def out_of_memory(name: str, work: Workload | None) -> InputError:
+    """The one-line error for a scenario that ran out of memory while building or solving (its
+    counted work named when known)."""
+    counted = (
+        f" ({work.configurations:,} configurations, {work.checks:,} SLO checks)" if work else ""
+    )
+    return InputError(
+        f"out of memory while building or solving {name}{counted}; search fewer precisions, "
+        "batch caps, speculative options or engines, or plan fewer pools"
+    )
 
 
 def _usd(value: float) -> str:

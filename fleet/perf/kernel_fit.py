@@ -303,13 +303,11 @@ def call_latency_us(fit: KernelFit, n: float) -> float:
     return 2.0 * np.log2(n) * fit.params["hop_us"] + fit.params["call_us"]
 
 
-def fit_accelerator(
-    data: Path, acc: Accelerator, catalog: Catalog | None = None
-) -> list[KernelFit]:
+def fit_accelerator(data: Path, acc: Accelerator, catalog: Catalog) -> list[KernelFit]:
     """Every kernel fit of one accelerator, in a fixed order; a kernel or dtype the part's tables
     lack (``kernel_parts.available``: A100 has no FP8, no balanced MoE rows, no linear-attention
-    table) is skipped, not stood in for. ``catalog`` (default: the packaged one) gives the model
-    shapes the DeepSeek Sparse Attention module fit weighs (``fleet.perf.kernel_dsa``)."""
+    table) is skipped, not stood in for. ``catalog`` gives the model shapes the DeepSeek Sparse
+    Attention module fit weighs (``fleet.perf.kernel_dsa``)."""
     have = kp.available(data, acc.id)
     dtypes = ["bf16", "fp8", "fp8_block"] + (["fp4"] if acc.peak_tflops.fp4 else [])
     fits = []
@@ -329,7 +327,7 @@ def fit_accelerator(
         fits += fit_mamba_conv(data, acc)
     from fleet.perf.kernel_dsa import fit_module  # imports this module
 
-    return fits + fit_module(data, catalog or load_catalog(), acc.id)
+    return fits + fit_module(data, catalog, acc.id)
 
 
 def figures(fits: Sequence[KernelFit]) -> dict[str, float]:

@@ -33,7 +33,7 @@ FIGURE_TOLERANCE = 0.02
 def fits(catalog: Catalog) -> dict[str, list[kf.KernelFit]]:
     data = kernel_data()
     assert data is not None, f"kernel tables missing under {WHEEL}"
-    return {a: kf.fit_accelerator(data, catalog.accelerator(a)) for a in kt.SYSTEMS}
+    return {a: kf.fit_accelerator(data, catalog.accelerator(a), catalog) for a in kt.SYSTEMS}
 
 
 @needs_data
