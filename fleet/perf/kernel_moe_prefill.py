@@ -23,17 +23,16 @@ of shapes (``kernel_tables.held_out_keys``). docs/calibration.md reads these fig
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
 from fleet.catalog import Catalog, Precision, load_catalog
 from fleet.perf import kernel_tables as kt
 from fleet.perf.model import _roof
-from fleet.perf.transfer import resolve_efficiency
+from fleet.perf.transfer import ResolvedEfficiency, resolve_efficiency
 
 PREFILL_TOKENS = 256
 """Calls of at least this many tokens on the rank: prefill-sized (decode steps carry <= 64)."""
@@ -60,25 +59,25 @@ class PrefillCheck:
     forms: dict[str, FormError]
 
 
-def check(data: Path, catalog: Catalog, accelerator: str, dtype: str) -> PrefillCheck | None:
+def check(
+    data: Path,
+    catalog: Catalog,
+    accelerator: str,
+    dtype: str,
+    efficiency: Mapping[str, ResolvedEfficiency] | None = None,
+) -> PrefillCheck | None:
     """The three forms on ``accelerator``'s prefill-sized ``dtype`` calls; None where the table
-    holds none or the part has no peak for the dtype's precision."""
+    holds none or the part has no peak for the dtype's precision. ``efficiency``: the catalog's
+    resolved factors, when the caller has them already."""
     acc = catalog.accelerator(accelerator)
     precision = PRECISION[dtype]
     peak_tflops = acc.peak_tflops.get(precision)
     if peak_tflops is None:
         return None
-    table = next(k for k, v in kt.MOE_DTYPES.items() if v == dtype)
-    d = pl.read_parquet(kt.table_path(data, accelerator, kt.MOE_TABLE)).filter(
-        (pl.col("moe_dtype") == table)
-        & (pl.col("distribution") == "balanced")
-        & pl.col("kernel_source").is_in(kt.MOE_KERNELS)
-        & (pl.col("num_tokens") >= PREFILL_TOKENS)
-    )
-    if d.height == 0:
+    s = kt.moe(data, accelerator, dtype, min_tokens=PREFILL_TOKENS, max_tokens=None)
+    if s.latency_s.size == 0:
         return None
-    s = kt.moe_samples(d, dtype)
-    eff = resolve_efficiency(catalog)[accelerator]
+    eff = (efficiency or resolve_efficiency(catalog))[accelerator]
     compute = s.flops / (peak_tflops * 1e12 * eff.flops_fraction[precision])
     memory = s.bytes / (acc.memory_bandwidth_bytes_per_s * eff.expert_bandwidth[precision])
     call = (eff.moe_fp4_call_us if precision == "fp4" else eff.moe_call_us) * 1e-6
@@ -95,7 +94,7 @@ def check(data: Path, catalog: Catalog, accelerator: str, dtype: str) -> Prefill
             absolute=float(np.median(np.abs(r))),
             held_out=float(np.median(np.abs(r[s.held_out]))),
         )
-    return PrefillCheck(accelerator, dtype, d.height, out)
+    return PrefillCheck(accelerator, dtype, int(s.latency_s.size), out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -104,12 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data = kt.find_data(args.data)
     catalog = load_catalog()
+    efficiency = resolve_efficiency(catalog)
     print(f"MoE calls of >= {PREFILL_TOKENS} tokens; per form: signed / absolute / held-out")
     print("| part | dtype | calls | " + " | ".join(FORMS) + " |")
     print("|---|---|---:|" + "---:|" * len(FORMS))
     for part in PARTS:
         for dtype in PRECISION:
-            c = check(data, catalog, part, dtype)
+            c = check(data, catalog, part, dtype, efficiency)
             if c is None:
                 continue
             cells = " | ".join(

@@ -388,8 +388,16 @@ def _comm(d: pl.DataFrame) -> Samples:
     )
 
 
-def moe(data: Path, accelerator: str, dtype: str) -> Samples:
-    """Grouped-GEMM MoE of one rank, balanced routing: the rank's touched experts' weights.
+def moe(
+    data: Path,
+    accelerator: str,
+    dtype: str,
+    *,
+    min_tokens: int = 1,
+    max_tokens: int | None = MOE_MAX_TOKENS,
+) -> Samples:
+    """Grouped-GEMM MoE of one rank, balanced routing: the rank's touched experts' weights, on
+    calls of ``min_tokens`` to ``max_tokens`` tokens (None: no upper bound).
 
     The collector's balanced logits route T tokens to min(E, T x topk) distinct experts spread
     evenly over all E, so a rank holding E / ep experts computes T x topk / ep (token, expert)
@@ -399,12 +407,15 @@ def moe(data: Path, accelerator: str, dtype: str) -> Samples:
     included) + the pairs' activations in and BF16 out.
     """
     table_dtype = next(k for k, v in MOE_DTYPES.items() if v == dtype)
-    d = pl.read_parquet(table_path(data, accelerator, MOE_TABLE)).filter(
+    rows = (
         (pl.col("moe_dtype") == table_dtype)
         & (pl.col("distribution") == "balanced")
         & pl.col("kernel_source").is_in(MOE_KERNELS)
-        & (pl.col("num_tokens") <= MOE_MAX_TOKENS)
+        & (pl.col("num_tokens") >= min_tokens)
     )
+    if max_tokens is not None:
+        rows = rows & (pl.col("num_tokens") <= max_tokens)
+    d = pl.read_parquet(table_path(data, accelerator, MOE_TABLE)).filter(rows)
     return moe_samples(d, dtype)
 
 
