@@ -238,7 +238,7 @@ def held_out_series(runs: MeasuredRuns, rows: np.ndarray, seed: int = SEED) -> n
     c = runs.configs
     series = [
         (runs.model_ids[i], runs.system_ids[i], int(c.weight_precision[i]), runs.backend[i],
-         int(c.tp[i]), int(c.pp[i]), int(c.dp[i]), int(c.ep[i]), int(c.isl[i]), int(c.osl[i]))
+         int(c.tp[i]), int(c.pp[i]), int(c.dp[i]), int(c.ep[i]), *map(int, runs.logged_lengths[i]))
         for i in range(len(runs.model_ids))
     ]  # fmt: skip
     distinct = sorted(set(series))

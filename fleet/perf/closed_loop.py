@@ -24,25 +24,40 @@ What a wave looks like depends on the engine's scheduler:
 1 = prefill-first; the pooled default is 0). ``request_overhead_s`` is the per-request cost
 outside the forward passes (HTTP, tokenization, scheduling, first detokenization): pooled,
 ``REQUEST_OVERHEAD_S``; per engine, fitted on its runs (``fleet.perf.ttft_fit``).
+
+Whether the benchmark's lengths vary is the benchmark's own (``Configs.lengths_vary``). One that
+draws each request's prompt and output length from a range (vLLM's ``benchmark_serving.py``
+random dataset at ``--random-range-ratio r < 1``: each length uniform on [int(r L), L]) ends a
+wave's requests hundreds of decode steps apart, so even under a prefill-first scheduler the next
+wave's requests arrive one by one, as under a mixed scheduler: only the first wave is a burst
+(``scheduler_bursts``). Its ``isl`` and ``osl`` are then the range's means
+(``fleet.perf.protocol``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from fleet.perf.types import FloatArray
+from fleet.perf.types import BoolArray, FloatArray
 
 BENCHMARK_WAVES = 6.0
 """Waves of ``batch`` requests a closed-loop benchmark runs, chosen with ``REQUEST_OVERHEAD_S`` on
 the TTFTs of the measured Hopper runs (docs/calibration.md), where 4-12 waves fit about equally
 well."""
-REQUEST_OVERHEAD_S = 0.080
+REQUEST_OVERHEAD_S = 0.085
 """Per-request serving cost outside the forward passes, pooled over engines (engines.toml carries
 each engine's own): the value on a 2.5 ms grid with the smallest median absolute TTFT error on the
 fit series of the calibration's held-out check (seeded three quarters of all run series, the
-pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 62.5 ms on the draw before
-the held-out quarter was drawn over every run series and devices had their reported memory; 50 ms
+pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 80 ms before InferenceX's
+runs were read at their drawn lengths (``fleet.perf.protocol``); 62.5 ms on the draw before the
+held-out quarter was drawn over every run series and devices had their reported memory; 50 ms
 before that, chosen by hand on all runs."""
+
+
+def scheduler_bursts(prefill_first: FloatArray, lengths_vary: BoolArray) -> FloatArray:
+    """Share of the waves after the first that arrive as a burst: ``prefill_first`` when the
+    benchmark's lengths are fixed (a wave's requests finish together), 0 when they vary."""
+    return np.where(lengths_vary, 0.0, prefill_first)
 
 
 def burst_share(prefill_first: FloatArray) -> FloatArray:

@@ -9,6 +9,8 @@ names are ``fleet.catalog.PRECISIONS``; the KV-cache precision defaults per row 
 ``UnknownIdError``) naming the field; layout validity is *not* checked here — ``estimate`` reports
 it per row as a ``Problem`` code. ``isl`` counts the whole prompt; ``prefix_cached_tokens``
 (default 0) is the part of it whose KV the prefix cache supplies (prefill skipped, KV held).
+``lengths_vary`` (default False) says whether the closed-loop benchmark the ``*_burst_s`` figures
+model draws its lengths from a range (``isl`` and ``osl`` then being the range's means).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def make_configs(
     prefix_cached_tokens: NumLike = 0,
     spec_draft_tokens: NumLike = 0,
     spec_acceptance: NumLike = 0.0,
+    lengths_vary: bool | Sequence[bool] | np.ndarray = False,
 ) -> Configs:
     """Resolve ids and broadcast everything to one row per configuration."""
     if (system is None) == (accelerator is None):
@@ -104,11 +107,12 @@ def make_configs(
         _ints("spec_draft_tokens", spec_draft_tokens),
         np.asarray(spec_acceptance, dtype=np.float64),
         _ints("prefix_cached_tokens", prefix_cached_tokens),
+        np.asarray(lengths_vary, dtype=bool),
         *([] if kv_precision is None else [resolve("kv precision", kv_precision, PRECISIONS)]),
     )
     flat = [np.ascontiguousarray(p).reshape(-1) for p in parts]
-    m, s, w, t, p, d, e, b, i, o, k, a, cached = flat[:13]
-    kv = flat[13] if kv_precision is not None else default_kv_precision(catalog, s, w)
+    m, s, w, t, p, d, e, b, i, o, k, a, cached, vary = flat[:14]
+    kv = flat[14] if kv_precision is not None else default_kv_precision(catalog, s, w)
     return Configs(
         model=m.astype(np.int64),
         system=s.astype(np.int64),
@@ -124,6 +128,7 @@ def make_configs(
         osl=o,
         spec_draft_tokens=k,
         spec_acceptance=a.astype(np.float64),
+        lengths_vary=vary.astype(bool),
     )
 
 

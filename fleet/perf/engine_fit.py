@@ -125,7 +125,7 @@ def split(arrays: CatalogArrays, runs: MeasuredRuns) -> Split:
     backend = np.asarray(runs.backend)
     series = {
         int(i): (runs.model_ids[i], runs.system_ids[i], int(c.weight_precision[i]), int(c.tp[i]),
-                 int(c.pp[i]), int(c.dp[i]), int(c.ep[i]), int(c.isl[i]), int(c.osl[i]))
+                 int(c.pp[i]), int(c.dp[i]), int(c.ep[i]), *map(int, runs.logged_lengths[i]))
         for i in single
     }  # fmt: skip
     picked: set[tuple[str, tuple[object, ...]]] = set()

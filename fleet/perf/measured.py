@@ -27,6 +27,9 @@ Column mapping (``parse_row``):
   without them the row names no deployment (how many GPUs, how many streams each decode worker
   holds), so it is not scored and is counted under that reason rather than read as one worker
   of each kind;
+- the benchmark's lengths: fixed, or drawn from a range (``fleet.perf.protocol.range_ratio``),
+  then isl and osl are the range's means (the logged ones are kept as ``logged_isl`` /
+  ``logged_osl``, the run series' keys);
 - observations: TPOT = ``silicon_tpot_ms``; tokens/s per GPU = concurrency x osl /
   (ttft_s + osl x tpot_s) / GPUs (closed loop), from the measured TTFT and TPOT.
 """
@@ -44,6 +47,7 @@ import numpy as np
 from fleet.catalog import Catalog
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
+from fleet.perf.protocol import mean_length, range_ratio
 from fleet.perf.types import Configs, FloatArray, IntArray
 
 QUANT_PRECISIONS = {
@@ -107,12 +111,19 @@ class Run:
     worker: Worker
     concurrency: int
     isl: int
+    """Mean prompt tokens of the benchmark's requests (``logged_isl`` with fixed lengths)."""
     osl: int
+    """Mean output tokens likewise."""
     tpot_s: float
     ttft_s: float
     prefill: Worker | None = None
     prefill_workers: int = 0
     decode_workers: int = 1
+    logged_isl: int = 0
+    """The row's ``isl`` as logged (the benchmark's nominal length); 0 = ``isl``."""
+    logged_osl: int = 0
+    lengths_vary: bool = False
+    """The benchmark drew its lengths from a range (``fleet.perf.protocol``)."""
 
     @property
     def gpus(self) -> int:
@@ -135,6 +146,9 @@ class MeasuredRuns:
     tpot_s: FloatArray
     ttft_s: FloatArray
     tokens_per_s_per_gpu: FloatArray
+    logged_lengths: IntArray
+    """(rows, 2): each row's isl and osl as logged (``configs`` carries the mean lengths the
+    benchmark ran); run series are keyed by these."""
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -153,6 +167,7 @@ class MeasuredRuns:
             tpot_s=self.tpot_s[rows],
             ttft_s=self.ttft_s[rows],
             tokens_per_s_per_gpu=self.tokens_per_s_per_gpu[rows],
+            logged_lengths=self.logged_lengths[rows],
         )
 
 
@@ -233,6 +248,10 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         return f"unreadable number or missing column: {err}"
     if not (tpot_s > 0 and ttft_s > 0 and isl > 0 and osl > 0):
         return "silicon_tpot_ms, silicon_ttft_ms, isl and osl must be positive"
+    try:
+        ratio = range_ratio(row)
+    except ValueError as err:
+        return f"benchmark lengths: {err}"
     return Run(
         line=line,
         model=model.id,
@@ -241,13 +260,16 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         precision=QUANT_PRECISIONS[quant],
         worker=worker,
         concurrency=concurrency,
-        isl=isl,
-        osl=osl,
+        isl=mean_length(isl, ratio),
+        osl=mean_length(osl, ratio),
         tpot_s=tpot_s,
         ttft_s=ttft_s,
         prefill=prefill,
         prefill_workers=prefill_workers,
         decode_workers=decode_workers,
+        logged_isl=isl,
+        logged_osl=osl,
+        lengths_vary=ratio < 1.0,
     )
 
 
@@ -265,6 +287,7 @@ def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
         batch=[r.concurrency for r in runs],
         isl=[r.isl for r in runs],
         osl=[r.osl for r in runs],
+        lengths_vary=[r.lengths_vary for r in runs],
     )
     return MeasuredRuns(
         configs=configs,
@@ -274,6 +297,9 @@ def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
         tpot_s=np.asarray([r.tpot_s for r in runs], dtype=float),
         ttft_s=np.asarray([r.ttft_s for r in runs], dtype=float),
         tokens_per_s_per_gpu=np.asarray([r.tokens_per_s_per_gpu for r in runs], dtype=float),
+        logged_lengths=np.asarray(
+            [(r.logged_isl or r.isl, r.logged_osl or r.osl) for r in runs], dtype=np.int64
+        ).reshape(-1, 2),
     )
 
 

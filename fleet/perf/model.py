@@ -80,7 +80,7 @@ import numpy as np
 from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
 from fleet.perf.arrays import CatalogArrays, ModelArrays
 from fleet.perf.block_sparse import block_sparse_terms, index_heads_per_device
-from fleet.perf.closed_loop import prefill_share_in_decode, ttft_closed_loop
+from fleet.perf.closed_loop import prefill_share_in_decode, scheduler_bursts, ttft_closed_loop
 from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.compressed import compressed_work
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
@@ -551,8 +551,10 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     agg_step = step_s + interference
     tpot = agg_step / accepted
     # A closed-loop benchmark's mean TPOT: under a prefill-first scheduler its waves return as
-    # bursts and half of a wave's prefill lands in the TTFT (closed_loop.prefill_share_in_decode).
-    share = prefill_share_in_decode(A.prefill_first[a])
+    # bursts and half of a wave's prefill lands in the TTFT (closed_loop.prefill_share_in_decode);
+    # not when the benchmark's lengths vary (its waves arrive staggered: closed_loop).
+    bursts = scheduler_bursts(A.prefill_first[a], c.lengths_vary)
+    share = prefill_share_in_decode(bursts)
     tpot_burst = (step_s + share * interference) / accepted
 
     # (5) prefill of one request alone (TTFT floor), and a burst of batch requests at once
@@ -593,7 +595,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     prefill_wave_s = (passes + pp - 1.0) * (_roof(comp_w, mem_w) + comm_w) + hops_w
     prefill_wave_s = prefill_wave_s + passes * overhead
     ttft_burst = ttft_closed_loop(
-        first_wave + step_s, ttft + agg_step, A.prefill_first[a], A.request_overhead_s[a]
+        first_wave + step_s, ttft + agg_step, bursts, A.request_overhead_s[a]
     )
     request_s = ttft + (osl - 1.0) * tpot
     devices = (tp * dp * pp).astype(np.int64)

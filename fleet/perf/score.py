@@ -193,6 +193,7 @@ def _score_disaggregated(
             batch=np.concatenate([np.ceil(users / k), [w.dp for w in workers[n:]]]).astype(int),
             isl=[r.isl for r in both],
             osl=[r.osl for r in both],
+            lengths_vary=[r.lengths_vary for r in both],
         )
         arrays = engine_arrays(catalog, base, engine)
         est, configs, over, reasons = _at_capacity(catalog, arrays, configs)

@@ -68,6 +68,11 @@ class Configs:
     """Speculative decoding draft length k; 0 = off."""
     spec_acceptance: FloatArray
     """Per-token acceptance probability a of the draft (ignored when k = 0)."""
+    lengths_vary: BoolArray
+    """The closed-loop benchmark the ``*_burst_s`` figures describe draws each request's prompt
+    and output length from a range (``isl`` and ``osl`` are then the range's means), so a wave's
+    requests finish apart and later waves arrive staggered under any scheduler
+    (``fleet.perf.closed_loop``); False: fixed lengths."""
 
     def __len__(self) -> int:
         return int(self.model.shape[0])

@@ -118,13 +118,15 @@ def test_calibrate_held_out_runs_at_their_engine_terms(
     arrays: CatalogArrays, runs: MeasuredRuns
 ) -> None:
     """calibrate's held-out quarter on its canonical draw (214 runs): the pooled default 15.9%
-    TPOT / 10.2% tokens/s per GPU; each run at its engine's multipliers and scheduler 10.4% /
-    8.6%, most of it SGLang's prefill-first benchmark TPOT (29.7% -> 11.8% on its 36 runs).
-    vLLM's multipliers cost 0.5 point of TPOT on this draw's 44 runs (8.0% -> 8.5%; over draws
-    they are no gain either, docs/known-gaps.md, Engines), TensorRT-LLM's gain 2.2 points.
-    (Before each MoE layer's call took its measured time: 16.1% / 10.2% -> 11.9% / 10.9%; the
-    earlier draw, over the series the model evaluated: 209 runs, 13.6% / 11.7% -> 12.3% /
-    11.4%; over twelve draws: tests/fleet/test_held_out_spread.py.)"""
+    TPOT / 10.0% tokens/s per GPU; each run at its engine's multipliers and scheduler 10.2% /
+    8.6%, most of it SGLang's prefill-first benchmark TPOT (30.0% -> 11.8% on its 36 runs).
+    vLLM's multipliers cost 1.0 point of TPOT on this draw's 44 runs (8.2% -> 9.2%) and gain 1.1
+    points of tokens/s (10.1% -> 9.0%); over draws they are no gain either (docs/known-gaps.md,
+    Engines). TensorRT-LLM's gain 2.4 points. (Before InferenceX's runs were read at their drawn
+    lengths, fleet.perf.protocol: 15.9% / 10.2% -> 10.4% / 8.6%, vLLM's multipliers costing 0.5
+    point, 8.0% -> 8.5%; before each MoE layer's call took its measured time: 16.1% / 10.2% ->
+    11.9% / 10.9%; the earlier draw, over the series the model evaluated: 209 runs, 13.6% /
+    11.7% -> 12.3% / 11.4%; over twelve draws: tests/fleet/test_held_out_spread.py.)"""
     table = {r.engine: r for r in held_out_by_engine(arrays, runs)}
     everything = table["all"]
     assert everything.rows == 214
@@ -132,5 +134,8 @@ def test_calibrate_held_out_runs_at_their_engine_terms(
     assert everything.engine_terms[0] <= everything.pooled[0] - 0.04
     sglang = table["sglang"]
     assert sglang.engine_terms[0] <= sglang.pooled[0] - 0.10, sglang
-    for engine in ("trtllm", "vllm"):
-        assert table[engine].engine_terms[0] <= table[engine].pooled[0] + 0.006, table[engine]
+    trtllm, vllm = table["trtllm"], table["vllm"]
+    assert trtllm.engine_terms[0] <= trtllm.pooled[0] - 0.02, trtllm
+    # vLLM's multipliers: a point of TPOT lost, a point of tokens/s gained (docstring)
+    assert vllm.engine_terms[0] <= vllm.pooled[0] + 0.011, vllm
+    assert vllm.engine_terms[1] <= vllm.pooled[1] - 0.01, vllm

@@ -70,14 +70,15 @@ def test_median_over_draws_within_the_bar(spread, name: str) -> None:  # type: i
 def test_pooled_tpot_and_throughput_hold_over_draws(spread) -> None:  # type: ignore[no-untyped-def]
     """The pooled figures the single-draw test used to hold, on the median over draws: TPOT
     11.2% and tokens/s per GPU 9.3% since the MoE layers' measured call time (12.5% and 9.4%
-    before, on the same twelve draws); not to lose more than half a point of."""
+    before, on the same twelve draws); not to lose more than half a point of. (11.4% and 9.1%
+    since InferenceX's runs are read at their drawn lengths, fleet.perf.protocol.)"""
     assert _median(spread, "TPOT, pooled factors") <= 0.112 + 0.005
     assert _median(spread, "tokens/s per GPU, pooled factors") <= 0.093 + 0.005
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known gap: at the pooled factors the median over draws is 33.8% TTFT "
+    reason="known gap: at the pooled factors the median over draws is 34.8% TTFT "
     "(docs/known-gaps.md); runs of a named engine are scored at its terms",
 )
 @pytest.mark.parametrize("name", ["TTFT, pooled factors"])

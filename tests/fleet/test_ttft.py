@@ -147,23 +147,27 @@ def test_pooled_overhead_is_the_fit(arrays: CatalogArrays, runs: MeasuredRuns) -
 def test_engine_ttft_terms_reach_the_bar_on_every_run(
     fitted: tuple[dict[str, float], list[tf.TtftRow]],
 ) -> None:
-    """Each run at its own engine's terms: median absolute TTFT error 25.8% over the 1,050 runs
-    (pooled terms 33.4%); the issue's bar is 30%. Per engine on its fit series, pooled -> engine:
-    TensorRT-LLM 24.5% -> 24.5%, vLLM 47.9% -> 23.2%, SGLang 68.2% -> 23.6%. TensorRT-LLM's
-    request overhead is the pooled one (80 ms), so its terms differ from the pooled ones only by
-    its multipliers and kernel terms: held within a point of them. (Before each MoE layer's call
-    took its measured time: 25.7% / 33.5%; 1,037 runs, 25.4% and 33.4% before devices had the
-    memory they report: 13 runs that were beyond the KV capacity now fit.)"""
+    """Each run at its own engine's terms: median absolute TTFT error 24.8% over the 1,054 runs
+    (pooled terms 34.2%); the issue's bar is 30%. Per engine on its fit series, pooled -> engine:
+    TensorRT-LLM 26.8% -> 26.5%, vLLM 45.7% -> 21.3%, SGLang 67.8% -> 15.4%. TensorRT-LLM's
+    request overhead (82.5 ms) is within 2.5 ms of the pooled one (85 ms), so its terms differ
+    from the pooled ones almost only by its multipliers and kernel terms: held within a point of
+    them. (Before InferenceX's runs were read at their drawn lengths, fleet.perf.protocol: 25.8% /
+    33.4% over 1,050 runs, the four runs added now fitting at the shorter mean lengths; before each
+    MoE layer's call took its measured time: 25.7% / 33.5%; 1,037 runs, 25.4% and 33.4% before
+    devices had the memory they report: 13 runs that were beyond the KV capacity now fit.)"""
     _, table = fitted
     every = _row(table, "all", "every run")
-    assert every.rows == 1050
-    assert every.pooled <= 0.335
-    assert every.engine_terms <= 0.26
+    assert every.rows == 1054
+    assert every.pooled <= 0.345
+    assert every.engine_terms <= 0.25
     for engine_id in ("trtllm", "vllm", "sglang"):
         fit_side = _row(table, engine_id, "fit")
         slack = 0.01 if engine_id == "trtllm" else 0.0  # its overhead is the pooled one
         assert fit_side.engine_terms <= fit_side.pooled + slack, engine_id
-        assert fit_side.engine_terms <= 0.25, engine_id
+        # TensorRT-LLM's 26.5% was 24.5% before its InferenceX runs were read at their drawn
+        # (10% shorter) lengths: their measured TTFT does not fall with them (docs/calibration.md)
+        assert fit_side.engine_terms <= (0.27 if engine_id == "trtllm" else 0.25), engine_id
 
 
 @needs_runs
@@ -171,12 +175,13 @@ def test_engine_ttft_terms_hold_on_held_out_series(
     arrays: CatalogArrays, runs: MeasuredRuns
 ) -> None:
     """The held-out quarter of ``python -m fleet.perf.calibrate --held-out`` (every factor and
-    term re-fitted without it): TTFT 27.0% at the pooled terms and 18.7% at each run's engine's
-    terms, both under the issue's 30%; per engine, pooled -> engine: TensorRT-LLM 19.2% ->
-    19.9% (its request overhead is the pooled one: within a point), vLLM 55.4% -> 12.2%, SGLang
-    73.8% -> 19.3%. The quarter is drawn over every run series in the file (before 2026-11-24,
-    over those the model evaluated: 28.2% / 21.4% on that draw); over twelve draws the medians
-    are 33.8% / 25.6% (tests/fleet/test_held_out_spread.py)."""
+    term re-fitted without it): TTFT 28.7% at the pooled terms and 17.7% at each run's engine's
+    terms, both under the issue's 30%; per engine, pooled -> engine: TensorRT-LLM 21.8% ->
+    20.6% (its request overhead is near the pooled one: within a point), vLLM 58.9% -> 12.3%,
+    SGLang 73.4% -> 20.4%. (Before InferenceX's runs were read at their drawn lengths,
+    fleet.perf.protocol: 27.0% / 18.7%.) The quarter is drawn over every run series in the file
+    (before 2026-11-24, over those the model evaluated: 28.2% / 21.4% on that draw); over twelve
+    draws the medians are in tests/fleet/test_held_out_spread.py."""
     table = tf.held_out_series_check(arrays, runs)
     held = _row(table, "all", "held-out")
     assert held.rows > 150

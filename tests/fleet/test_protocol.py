@@ -1,0 +1,121 @@
+"""A log row's benchmark lengths (fleet.perf.protocol): drawn lengths are read at their range's
+mean, and a benchmark of drawn lengths brings later waves in staggered under any scheduler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fleet.catalog import Catalog
+from fleet.perf.arrays import CatalogArrays
+from fleet.perf.configs import make_configs
+from fleet.perf.engines import engine_arrays
+from fleet.perf.measured import MeasuredRuns, parse_row
+from fleet.perf.model import estimate
+from fleet.perf.protocol import INFERENCEX_RANGE_RATIO, mean_length, range_ratio
+from tests.fleet.measured_runs import needs_runs
+
+ROW = {
+    "model_path": "Qwen/Qwen3-32B",
+    "system": "h100_sxm",
+    "backend": "sglang",
+    "mode": "agg",
+    "isl": "1024",
+    "osl": "8192",
+    "batch_size": "16",
+    "tp_size": "2",
+    "silicon_ttft_ms": "840.8",
+    "silicon_tpot_ms": "16.5",
+    "silicon_data_source": "source_file=x.csv; silicon_concurrency=16",
+}
+INFERENCEX_SOURCES = (
+    "db-dump/2026-04-27; config_id=82; measured=2026-02-03; workflow_run_id=253; image",
+    "source_file=2026-04-06.csv; model=GPT-OSS-120B; measured=2025-11-02; wip=False",
+)
+
+
+@pytest.mark.parametrize("nominal", [1, 7, 1000, 1024, 8192])
+@pytest.mark.parametrize("ratio", [0.5, 0.8, 1.0])
+def test_mean_length_is_the_mean_of_the_draw(nominal: int, ratio: float) -> None:
+    """The integers [int(r L), L] drawn uniformly, as the benchmark client draws them."""
+    draws = np.arange(int(nominal * ratio), nominal + 1)
+    assert abs(mean_length(nominal, ratio) - draws.mean()) <= 0.5
+
+
+def test_inferencex_lengths() -> None:
+    assert mean_length(1024, INFERENCEX_RANGE_RATIO) == 922
+    assert mean_length(8192, INFERENCEX_RANGE_RATIO) == 7373
+    assert mean_length(1024, 1.0) == 1024
+
+
+@pytest.mark.parametrize("source", INFERENCEX_SOURCES)
+def test_inferencex_results_draw_their_lengths(source: str) -> None:
+    assert range_ratio({"silicon_data_source": source}) == INFERENCEX_RANGE_RATIO
+
+
+def test_other_rows_keep_fixed_lengths_unless_they_say() -> None:
+    assert range_ratio(ROW) == 1.0
+    assert range_ratio({**ROW, "random_range_ratio": "0.5"}) == 0.5
+    assert range_ratio({**ROW, "random_range_ratio": " "}) == 1.0
+    # the row's own column wins over the source's
+    assert (
+        range_ratio({"silicon_data_source": INFERENCEX_SOURCES[0], "random_range_ratio": "1"})
+        == 1.0
+    )
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "-0.2", "half"])
+def test_a_bad_ratio_is_the_rows_reason(catalog: Catalog, bad: str) -> None:
+    reason = parse_row(catalog, {**ROW, "random_range_ratio": bad}, 2)
+    assert isinstance(reason, str)
+    assert reason.startswith("benchmark lengths:") or reason.startswith("unreadable number")
+
+
+def test_a_drawn_row_runs_at_its_mean_and_keeps_its_logged_lengths(catalog: Catalog) -> None:
+    fixed = parse_row(catalog, ROW, 2)
+    drawn = parse_row(catalog, {**ROW, "silicon_data_source": INFERENCEX_SOURCES[1]}, 3)
+    assert not isinstance(fixed, str) and not isinstance(drawn, str)
+    assert (fixed.isl, fixed.osl, fixed.lengths_vary) == (1024, 8192, False)
+    assert (drawn.isl, drawn.osl, drawn.lengths_vary) == (922, 7373, True)
+    assert (drawn.logged_isl, drawn.logged_osl) == (1024, 8192)
+
+
+@needs_runs
+def test_the_reference_runs_keep_their_series_keys(runs: MeasuredRuns) -> None:
+    """The run series (and so the seeded held-out draws) are keyed by the logged lengths: every
+    InferenceX run's configuration is at the mean, its key at the nominal length."""
+    vary = runs.configs.lengths_vary
+    assert 400 < vary.sum() < len(runs)
+    assert np.all(runs.logged_lengths[vary, 0] > runs.configs.isl[vary])
+    assert np.all(runs.logged_lengths[~vary, 0] == runs.configs.isl[~vary])
+
+
+def test_drawn_lengths_stagger_a_prefill_first_schedulers_waves(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """Under SGLang (prefill-first) a benchmark of drawn lengths reads as a mixed scheduler's:
+    only the first wave is a burst, and the benchmark TPOT takes a whole wave's prefill; under a
+    mixed scheduler (vLLM) it changes nothing."""
+    sglang = engine_arrays(catalog, arrays, "sglang")
+    mixed = sglang.with_scheduling(
+        request_overhead_s=float(sglang.accelerators.request_overhead_s[0]), prefill_first=False
+    )
+    vllm = engine_arrays(catalog, arrays, "vllm")
+
+    def run(a: CatalogArrays, vary: bool):  # type: ignore[no-untyped-def]
+        return estimate(
+            a,
+            make_configs(
+                catalog, model="qwen3-32b", system="hgx-h100-8", tp=2, precision="fp8",
+                batch=[4, 32, 128], isl=922, osl=922, lengths_vary=vary,
+            ),
+        )  # fmt: skip
+
+    burst, drawn, as_mixed = run(sglang, False), run(sglang, True), run(mixed, False)
+    assert np.all(drawn.ttft_burst_s < burst.ttft_burst_s)
+    np.testing.assert_allclose(drawn.ttft_burst_s, as_mixed.ttft_burst_s)
+    np.testing.assert_allclose(drawn.tpot_burst_s, drawn.tpot_s)
+    assert np.all(burst.tpot_burst_s < burst.tpot_s)
+    v_fixed, v_drawn = run(vllm, False), run(vllm, True)
+    np.testing.assert_allclose(v_drawn.ttft_burst_s, v_fixed.ttft_burst_s)
+    np.testing.assert_allclose(v_drawn.tpot_burst_s, v_fixed.tpot_burst_s)
