@@ -24,7 +24,8 @@ estimated the way its benchmark ran it, at its own engine's factors (the pooled 
 Coverage = rows with an estimate / all rows; every other row is counted under its reason (a
 model or system the catalog lacks, a layout the model rejects, weights that do not fit).
 Errors are model / measured - 1; medians and p90 of their absolute values per accelerator,
-model, engine and serving mode.
+model, engine and serving mode, and over the rows whose benchmark drew its lengths from a range
+(``fleet.perf.protocol``: read at the range's mean lengths, later waves staggered).
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class Scored:
     mode: np.ndarray
     queued: np.ndarray
     """The concurrency exceeded the KV capacity: scored as an engine queue."""
+    lengths_drawn: np.ndarray
+    """The row's benchmark drew its lengths from a range (``fleet.perf.protocol``): scored at the
+    range's mean lengths, its later waves staggered."""
     tpot: FloatArray
     ttft: FloatArray
     tput: FloatArray
@@ -267,6 +271,9 @@ def score(catalog: Catalog, path: Path, *, pooled: bool = False) -> Score:
         engine=both("engine").astype(str),
         mode=np.asarray(["aggregated"] * len(a_rows) + ["disaggregated"] * len(d_runs)),
         queued=both("queued").astype(bool),
+        lengths_drawn=np.concatenate(
+            [agg.configs.lengths_vary[a_rows], [r.lengths_vary for r in d_runs]]
+        ).astype(bool),
         tpot=both("tpot"),
         ttft=both("ttft"),
         tput=both("tput"),
@@ -301,6 +308,8 @@ def summaries(s: Scored) -> list[ErrorSummary]:
             groups.append((f"{label} {value}", column == value))
     if s.queued.any():
         groups.append(("queued beyond KV capacity", s.queued))
+    if s.lengths_drawn.any():
+        groups.append(("benchmark lengths drawn from a range", s.lengths_drawn))
     out = []
     for name, mask in groups:
         if not mask.any():
@@ -328,7 +337,7 @@ def write_rows(result: Score, out: Path) -> None:
         w.writerow(
             ["line", "accelerator", "model", "engine", "mode", "queued", "tpot_ms",
              "measured_tpot_ms", "ttft_ms", "measured_ttft_ms", "tokens_per_s_per_gpu",
-             "measured_tokens_per_s_per_gpu", "not_scored"]
+             "measured_tokens_per_s_per_gpu", "lengths_drawn", "not_scored"]
         )  # fmt: skip
         lines: list[tuple[int, int | str]] = [
             (int(line), i) for i, line in enumerate(s.line.tolist())
@@ -336,13 +345,14 @@ def write_rows(result: Score, out: Path) -> None:
         lines += [(line, reason) for line, _, reason in result.uncovered]
         for line, i in sorted(lines, key=lambda item: item[0]):
             if isinstance(i, str):
-                w.writerow([line] + [""] * 11 + [i])
+                w.writerow([line] + [""] * 12 + [i])
                 continue
             w.writerow(
                 [line, s.accelerator[i], s.model[i], s.engine[i], s.mode[i],
                  bool(s.queued[i]), round(s.tpot[i] * 1e3, 3), round(s.measured_tpot[i] * 1e3, 3),
                  round(s.ttft[i] * 1e3, 3), round(s.measured_ttft[i] * 1e3, 3),
-                 round(float(s.tput[i]), 2), round(float(s.measured_tput[i]), 2), ""]
+                 round(float(s.tput[i]), 2), round(float(s.measured_tput[i]), 2),
+                 bool(s.lengths_drawn[i]), ""]
             )  # fmt: skip
 
 

@@ -3,6 +3,9 @@ mean, and a benchmark of drawn lengths brings later waves in staggered under any
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,6 +16,7 @@ from fleet.perf.engines import engine_arrays
 from fleet.perf.measured import MeasuredRuns, parse_row
 from fleet.perf.model import estimate
 from fleet.perf.protocol import INFERENCEX_RANGE_RATIO, mean_length, range_ratio
+from fleet.perf.score import main as score_main
 from tests.fleet.measured_runs import needs_runs
 
 ROW = {
@@ -119,3 +123,21 @@ def test_drawn_lengths_stagger_a_prefill_first_schedulers_waves(
     v_fixed, v_drawn = run(vllm, False), run(vllm, True)
     np.testing.assert_allclose(v_drawn.ttft_burst_s, v_fixed.ttft_burst_s)
     np.testing.assert_allclose(v_drawn.tpot_burst_s, v_fixed.tpot_burst_s)
+
+
+def test_the_scorer_says_which_rows_ran_drawn_lengths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log, out = tmp_path / "log.csv", tmp_path / "rows.csv"
+    rows = [ROW, {**ROW, "silicon_data_source": INFERENCEX_SOURCES[0] + "; silicon_concurrency=16"}]
+    with log.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(ROW))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert score_main([str(log), "--rows", str(out)]) == 0
+    printed = capsys.readouterr().out
+    drawn = [line for line in printed.splitlines() if line.startswith("benchmark lengths drawn")]
+    assert len(drawn) == 1 and "n=    1 " in drawn[0]
+    written = list(csv.DictReader(out.open()))
+    assert [r["lengths_drawn"] for r in written] == ["False", "True"]
+    assert all(not r["not_scored"] for r in written)
