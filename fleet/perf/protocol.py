@@ -45,7 +45,10 @@ def range_ratio(row: Mapping[str, str]) -> float:
     outside (0, 1]."""
     text = (row.get("random_range_ratio") or "").strip()
     if text:
-        ratio = float(text)
+        try:
+            ratio = float(text)
+        except ValueError:
+            raise ValueError(f"random_range_ratio {text!r} is not a number") from None
         if not 0.0 < ratio <= 1.0:
             raise ValueError(f"random_range_ratio {ratio:g} is not in (0, 1]")
         return ratio
