@@ -4,7 +4,8 @@ Two terms per engine, both serving software (the same on every accelerator):
 - ``prefill_first``: not fitted, read off the engine's documented scheduler (``SCHEDULERS``).
   SGLang runs a new prefill batch before decoding whenever requests wait and mixes prefill with
   decode only when asked (``--enable-mixed-chunk``, off by default), so a closed loop's waves
-  finish together and return as bursts; TensorRT-LLM (in-flight batching with chunked context)
+  finish together and return as bursts (unless the benchmark drew its lengths from a range,
+  ``fleet.perf.protocol``); TensorRT-LLM (in-flight batching with chunked context)
   and vLLM V1 (one token budget per step, running decodes scheduled first) mix prompt chunks
   into decode steps, so after the first wave requests arrive staggered.
 - ``request_overhead_ms``: the per-request cost outside the forward passes (HTTP front-end,
