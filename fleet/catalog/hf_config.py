@@ -162,6 +162,7 @@ def describe(config: Mapping[str, Any]) -> Described:
             config.get("tie_word_embeddings", c.get("tie_word_embeddings", False))
         ),
         "attention_output_gate": bool(c.get("attn_output_gate", False)),
+        "qk_norm_across_heads": bool(c.get("use_qk_norm")) and c.get("qk_norm_type") == "per_layer",
         "linear_attention": _linear_attention(c, layer_types),
         "block_pattern": pattern,
         "mamba": _mamba(c) if pattern is not None and "M" in pattern else None,
@@ -389,6 +390,7 @@ def toml_fields(fields: Fields) -> str:
         "tie_word_embeddings": False,
         "attention": "gqa",
         "attention_output_gate": False,
+        "qk_norm_across_heads": False,
         "mtp_layers": 0,
         "sliding_window": None,
         "sliding_window_layers": 0,
@@ -402,7 +404,8 @@ def toml_fields(fields: Fields) -> str:
         "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
         "v_head_dim", "attention_k_eq_v", "intermediate_size", "vocab_size",
         "tie_word_embeddings", "attention",
-        "attention_output_gate", "sliding_window", "sliding_window_layers", "mtp_layers",
+        "attention_output_gate", "qk_norm_across_heads", "sliding_window",
+        "sliding_window_layers", "mtp_layers",
         "block_pattern", "ffn_gated",
     ):  # fmt: skip
         if name in defaults and fields.get(name) == defaults[name]:

@@ -481,6 +481,11 @@ class Model(Frozen, frozen=True, kw_only=True):
     attention_output_gate: bool = False
     """The attention layers' q projection also yields a sigmoid gate on the output (Qwen3.5
     ``attn_output_gate``): twice the q width."""
+    qk_norm_across_heads: bool = False
+    """The attention layers' q and k RMSNorms each span the whole projection, every head together
+    (MiniMax-M2's ``qk_norm_type = "per_layer"``), not one head (Qwen3's): a rank holding some of
+    the heads must all-reduce the norms' statistics over its tensor-parallel group, one small
+    all-reduce per attention layer at tp > 1."""
     native_precision: Precision = "bf16"
     """Precision of the released weights."""
     four_bit_companion: Literal["bf16", "fp8"] = "bf16"
@@ -530,6 +535,7 @@ ARCHITECTURE_FIELDS: frozenset[str] = frozenset(
         "sliding_window_layers",
         "linear_attention",
         "attention_output_gate",
+        "qk_norm_across_heads",
         "mtp_layers",
         "block_pattern",
         "mamba",

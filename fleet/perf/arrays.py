@@ -56,6 +56,9 @@ class ModelArrays:
     num_kv_heads: IntArray
     is_mla: FloatArray
     """1.0 for multi-head latent attention (KV latent replicated across tp ranks)."""
+    qk_norm_across_heads: FloatArray
+    """1 where the q/k norms span every head (``Model.qk_norm_across_heads``): one more
+    tensor-parallel all-reduce per attention layer (``fleet.perf.comm.StageComm``)."""
     replicated_params: FloatArray
     """Attention + dense FFN + shared experts + router, all layers (split by tp only)."""
     expert_params: FloatArray
@@ -396,6 +399,7 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
             "num_heads": model.num_attention_heads,
             "num_kv_heads": model.num_kv_heads,
             "is_mla": 1.0 if mla is not None else 0.0,
+            "qk_norm_across_heads": 1.0 if model.qk_norm_across_heads else 0.0,
             "replicated_params": (
                 b.attention
                 + b.dense_ffn

@@ -6,6 +6,9 @@
 - Tensor parallel: two all-reduces per layer of the activations of the tokens in the step
   (after attention, after the FFN); hybrid models of single-sublayer blocks (Nemotron-H) one per
   block: after each mixer (attention or Mamba2) and after each FFN.
+- Attention whose q and k norms span every head (MiniMax-M2's per-layer qk norm) all-reduces
+  the norms' statistics too: one more all-reduce per attention layer within tp, of each token's
+  q and k variances (two FP32 values, ``NORM_STATS_BYTES``).
 - Data-parallel attention (dp > 1): attention outputs are all-reduced within tp; the FFN of every
   layer runs over all tp x dp devices of the stage, so the tokens of all dp ranks are gathered and
   the partial outputs scattered back: the cost of an all-reduce over tp x dp of the whole step.
@@ -35,6 +38,8 @@ import numpy as np
 from fleet.perf.types import FloatArray
 
 ACTIVATION_BYTES = 2.0
+NORM_STATS_BYTES = 8.0
+"""Per token, what a q/k norm spanning every head all-reduces: its q and k variances in FP32."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +159,7 @@ class StageComm:
     ``mixer_layers`` its attention and state-space mixers (default: one per FFN, a layer of both;
     hybrid single-sublayer blocks count them apart); ``expert_width_ratio`` the width tokens are
     dispatched to the experts in over the hidden width (a latent MoE's latent width; 1 otherwise);
+    ``norm_layers`` the stage's attention layers whose q/k norms span every head (None: none);
     ``domain`` is the scale-up domain in devices. Attention output: an all-reduce within each tp
     group over that rank's share of the tokens; dense FFN (and MoE without ep): over all tp x dp
     devices of the stage; MoE with ep > 1: dispatch + combine all-to-all, then a reduce inside
@@ -179,6 +185,7 @@ class StageComm:
         "layers",
         "moe_layers",
         "n",
+        "norm_layers",
     )  # fmt: skip
 
     def __init__(
@@ -195,6 +202,7 @@ class StageComm:
         link: Links,
         mixer_layers: FloatArray | None = None,
         expert_width_ratio: FloatArray | float = 1.0,
+        norm_layers: FloatArray | None = None,
     ) -> None:
         n = tp * dp
         self.n, self.dp, self.hidden = n, dp, hidden_size
@@ -204,6 +212,7 @@ class StageComm:
         self._routed_width = expert_width_ratio * experts_per_token
         self.dense_layers, self.moe_layers = dense_layers, moe_layers
         self.layers = dense_layers + moe_layers if mixer_layers is None else mixer_layers
+        self.norm_layers = norm_layers
         self._attention = _Hierarchical.of(tp, domain, link)
         self._ffn = _Hierarchical.of(n, domain, link)
         self.ep = np.maximum(ep, 1.0)
@@ -220,6 +229,10 @@ class StageComm:
         """Communication of one stage step carrying ``tokens`` tokens (all dp ranks together)."""
         act = tokens * self.hidden * ACTIVATION_BYTES
         attention = self.layers * self._attention(act / self.dp)
+        if self.norm_layers is not None:
+            attention = attention + self.norm_layers * self._attention(
+                tokens / self.dp * NORM_STATS_BYTES
+            )
         ffn_dense = self._ffn(act)
         routed = act * self._routed_width
         sent = (routed / self.n) * (self.ep - 1.0) / self.ep

@@ -238,6 +238,9 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         dense_t[o] -= M.ffnless_layers[m[o]] * tfrac[o]
         full_t[o] -= mixerless_stage
         mixer_t[o] = layers[o] * tfrac[o] - mixerless_stage
+    # attention layers whose q/k norms span every head: one more all-reduce each (comm)
+    norm_flag = M.qk_norm_across_heads[m]
+    norm_t = (full_t + sliding_t) * norm_flag if np.any(norm_flag > 0.0) else None
     window = M.sliding_window[m]
     # A linear-attention layer's state is split over tp by heads, like KV heads.
     state_per_layer = M.state_bytes_per_layer[m] / tp
@@ -495,6 +498,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         dense_layers=dense_t,
         moe_layers=moe_t,
         mixer_layers=mixer_t,
+        norm_layers=norm_t,
         expert_width_ratio=M.expert_width_ratio[m],
         domain=domain_i.astype(f),
         link=links,

@@ -285,3 +285,16 @@ def test_block_sparse_attention_is_read_from_its_config_table() -> None:
     assert "[models.block_sparse_attention]\nlayers = 30" in toml_fields(fields)
     off = describe(dict(LLAMA_LIKE, sparse_attention_config=dict(sparse, use_sparse_attention=0)))
     assert off.fields is not None and off.fields["block_sparse_attention"] is None
+
+
+def test_a_norm_over_every_heads_q_and_k_is_read_and_round_trips() -> None:
+    """MiniMax-M2's ``qk_norm_type = "per_layer"``: one RMSNorm over all q heads (and one over
+    all k heads), not Qwen3's per-head norm; the stanza carries it back."""
+    per_layer = dict(LLAMA_LIKE, use_qk_norm=True, qk_norm_type="per_layer")
+    fields = describe(per_layer).fields
+    assert fields is not None and fields["qk_norm_across_heads"] is True
+    per_head = describe(dict(LLAMA_LIKE, use_qk_norm=True, qk_norm_type="per_head")).fields
+    assert per_head is not None and per_head["qk_norm_across_heads"] is False
+    assert describe(LLAMA_LIKE).fields["qk_norm_across_heads"] is False  # type: ignore[index]
+    assert "qk_norm_across_heads = true" in toml_fields(fields)
+    assert "qk_norm_across_heads" not in toml_fields(describe(LLAMA_LIKE).fields)  # type: ignore[arg-type]
