@@ -154,6 +154,10 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     moe_fp4_bandwidth_fraction: PositiveFloat | None = None
     """Weight streaming of routed FP4 experts (MXFP4 grouped GEMM, scales included), where the
     part has FP4."""
+    moe_int4_bandwidth_fraction: PositiveFloat | None = None
+    """Weight streaming of routed INT4 weight-only experts (W4A16 grouped GEMM, half a byte per
+    weight), where the part has that kernel's table; absent: INT4 experts transfer as the 8/16-bit
+    ones."""
     moe_call_us: PositiveFloat | None = None
     """Fixed time of one MoE layer's routed-expert call (routing, permutation, the grouped GEMMs'
     launch and tail), the call term of the 8/16-bit MoE kernel fits (geometric mean over the

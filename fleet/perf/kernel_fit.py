@@ -65,6 +65,8 @@ AMPERE_GEMM = ("int8", "int4_weight_only", "int8_weight_only")
 per-channel weight-only kernels), fitted after the others where present."""
 MOE_EIGHT_SIXTEEN = ("bf16", "fp8", "fp8_block")
 MOE_FP4 = "mxfp4"
+INT4_MOE = f"moe int4_weight_only {kt.INT4_MOE_ENGINE}"
+"""The INT4 weight-only MoE fit's kernel name (another engine's table: ``kt.INT4_MOE_TABLE``)."""
 """The FP4 expert kernel whose routing the table fixes: TensorRT-LLM's TRTLLM-Gen MXFP4 x MXFP8
 MoE (its CUTLASS kernel on RTX PRO 6000, SM120). The NVFP4 rows are the CUTLASS kernel
 (balanced routing) and the TRTLLM-Gen min-latency kernel (DeepSeek's group-limited gate, touched
@@ -277,6 +279,14 @@ def fit_moe(data: Path, acc: Accelerator, dtype: str) -> KernelFit:
     return _roofline(acc, f"moe {dtype}", samples, peak, (0.5, 0.6, 20.0), 500.0)
 
 
+def fit_int4_moe(data: Path, acc: Accelerator) -> KernelFit:
+    """INT4 weight-only (W4A16) routed experts (``kernel_tables.int4_moe``), the same roofline
+    as ``fit_moe``'s against the BF16 peak (the kernel dequantizes to BF16)."""
+    peak = (acc.peak_tflops.get("bf16") or 0.0) * 1e12
+    samples = kt.int4_moe(data, acc.id)
+    return _roofline(acc, INT4_MOE, samples, peak, (0.5, 0.6, 20.0), 500.0)
+
+
 def _fit_comm(acc: Accelerator, kernel: str, samples: kt.Samples, volume: float) -> KernelFit:
     link = acc.scale_up_bandwidth_bytes_per_s
 
@@ -320,6 +330,8 @@ def fit_accelerator(data: Path, acc: Accelerator, catalog: Catalog) -> list[Kern
     four_bit = ["fp4", MOE_FP4] if acc.peak_tflops.fp4 else ["mxfp4_weight_only"]
     moe = list(MOE_EIGHT_SIXTEEN) + four_bit
     fits += [fit_moe(data, acc, d) for d in moe if d in have["moe"]]
+    if have["int4 moe"]:
+        fits.append(fit_int4_moe(data, acc))
     fits += [fit_all_reduce(data, acc), fit_all_to_all(data, acc)]
     if have["gdn"]:
         fits += [fit_gdn_state(data, acc), fit_gdn_prefill(data, acc)]
@@ -341,6 +353,8 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     if f"moe {MOE_FP4}" in by:
         out["moe_fp4_bandwidth_fraction"] = by[f"moe {MOE_FP4}"].params["bandwidth_fraction"]
         out["moe_fp4_call_us"] = by[f"moe {MOE_FP4}"].params["call_us"]
+    if INT4_MOE in by:
+        out["moe_int4_bandwidth_fraction"] = by[INT4_MOE].params["bandwidth_fraction"]
     from fleet.perf import kernel_dsa  # imports this module
 
     return out | kernel_dsa.figures(by)

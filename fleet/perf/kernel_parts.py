@@ -46,10 +46,11 @@ def available(data: Path, accelerator: str) -> dict[str, frozenset[str]]:
     """What the part's tables hold, by kernel: our dtype names of the GEMM (``"gemm"``), MoE
     (``"moe"``: balanced rows of ``kernel_tables.MOE_KERNELS``) and decode-attention
     (``"attention"``: KV dtypes of the full-context torch-flow rows) tables, and ``{"present"}``
-    for the context attention, all-reduce, all-to-all, linear-attention (``"gdn"``) and Mamba2
-    (``"mamba"``) tables that exist. A table the package lacks on a part (A100: no balanced MoE
-    rows, no FP8 of any kernel, no linear-attention or Mamba2 table at TensorRT-LLM 1.0.0) is
-    empty here, so the fit skips it."""
+    for the context attention, all-reduce, all-to-all, INT4 weight-only MoE (``"int4 moe"``:
+    ``kernel_tables.INT4_MOE_TABLE``'s balanced ``int4_wo`` rows), linear-attention (``"gdn"``)
+    and Mamba2 (``"mamba"``) tables that exist. A table the package lacks on a part (A100: no
+    balanced MoE rows, no FP8 of any kernel, no linear-attention or Mamba2 table at TensorRT-LLM
+    1.0.0) is empty here, so the fit skips it."""
 
     def read(table: str, column: str, keep: pl.Expr | None = None) -> frozenset[str]:
         path = kt.table_path(data, accelerator, table)
@@ -70,6 +71,11 @@ def available(data: Path, accelerator: str) -> dict[str, frozenset[str]]:
         (pl.col("distribution") == "balanced") & pl.col("kernel_source").is_in(kt.MOE_KERNELS)
         & (pl.col("num_tokens") <= kt.MOE_MAX_TOKENS),
     )  # fmt: skip
+    int4_moe = frozenset(
+        {"present"}
+        if "int4_wo" in read(kt.INT4_MOE_TABLE, "moe_dtype", pl.col("distribution") == "balanced")
+        else ()
+    )
     attention = frozenset() if accelerator in KV_READ_UNPHYSICAL else read(
         kt.ATTENTION_TABLE, "kv_cache_dtype",
         (pl.col("window_size") == 0) & (pl.col("kernel_source") == "torch_flow"),
@@ -81,6 +87,7 @@ def available(data: Path, accelerator: str) -> dict[str, frozenset[str]]:
         "context": present(kt.CONTEXT_ATTENTION_TABLE),
         "all-reduce": present(kt.ALLREDUCE_TABLE),
         "all-to-all": present(kt.NCCL_TABLE),
+        "int4 moe": int4_moe,
         "gdn": present(kt.GDN_TABLE),
         "mamba": present(MAMBA2_TABLE),
     }

@@ -72,10 +72,18 @@ MOE_WEIGHT_BYTES = {
     "fp4": 0.5 + 1.0 / 16.0,
     "mxfp4": 0.5 + 1.0 / 32.0,
     "mxfp4_weight_only": 0.5 + 1.0 / 32.0,
+    "int4_weight_only": 0.5,
 }
-"""Bytes per expert weight incl. block scales (MXFP4: one E8M0 scale per 32 elements)."""
-MOE_ACTIVATION_BYTES = {"bf16": 2.0, "mxfp4_weight_only": 2.0}
+"""Bytes per expert weight incl. block scales (MXFP4: one E8M0 scale per 32 elements; INT4
+weight-only: half a byte, as aiconfigurator-core's own ``int4_wo`` quant mapping counts it)."""
+MOE_ACTIVATION_BYTES = {"bf16": 2.0, "mxfp4_weight_only": 2.0, "int4_weight_only": 2.0}
 """Bytes per activation element into the experts (1 unless listed: FP8/FP4-math kernels)."""
+INT4_MOE_ENGINE = "vllm"
+INT4_MOE_VERSION = "0.24.0"
+INT4_MOE_TABLE = f"moe/{INT4_MOE_ENGINE}/{INT4_MOE_VERSION}/moe_perf.parquet"
+"""The INT4 weight-only (W4A16) MoE kernel's table: TensorRT-LLM's holds no such rows; vLLM's
+``int4_wo`` rows are the kernel INT4 checkpoints (Kimi K2.5) are served with. SGLang 0.5.14's
+rows of the same kernel fit worse on Hopper (held-out median 32-34% against vLLM's 14-17%)."""
 MOE_MAX_TOKENS = 1024
 """Tokens per MoE call read: decode-sized steps, where expert weight streaming is what the model
 takes from this table (prefill-sized calls are compute bound and charged at the GEMM figures)."""
@@ -417,6 +425,28 @@ def moe(
         rows = rows & (pl.col("num_tokens") <= max_tokens)
     d = pl.read_parquet(table_path(data, accelerator, MOE_TABLE)).filter(rows)
     return moe_samples(d, dtype)
+
+
+def int4_moe(data: Path, accelerator: str) -> Samples:
+    """INT4 weight-only (W4A16) routed experts of one rank, balanced routing, calls of at most
+    ``MOE_MAX_TOKENS`` tokens, from ``INT4_MOE_TABLE`` (the fastest kernel per shape), counted as
+    ``moe`` counts them."""
+    keys = [
+        "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+        "moe_ep_size",
+    ]  # fmt: skip
+    d = (
+        pl.read_parquet(table_path(data, accelerator, INT4_MOE_TABLE))
+        .filter(
+            (pl.col("moe_dtype") == "int4_wo")
+            & (pl.col("distribution") == "balanced")
+            & (pl.col("num_tokens") <= MOE_MAX_TOKENS)
+        )
+        .group_by(keys)
+        .agg(pl.col("latency").min())
+        .sort(keys)
+    )
+    return moe_samples(d, "int4_weight_only")
 
 
 def moe_samples(d: pl.DataFrame, dtype: str) -> Samples:

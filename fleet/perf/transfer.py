@@ -181,7 +181,9 @@ def _expert_bandwidth(
 ) -> Fractions:
     """Routed-expert streaming: the family's figures x this part's MoE kernel streaming over the
     family's 8/16-bit MoE figure; native FP4 from the family's 8/16-bit figure x this part's FP4
-    MoE kernel over the same reference (the family runs FP4 weight-only, a different kernel).
+    MoE kernel over the same reference (the family runs FP4 weight-only, a different kernel);
+    INT4 weight-only from the family's INT4 figure x this part's W4A16 MoE kernel over the
+    family's, where both measure it.
     A part without MoE tables (A100) streams experts as its other weights (``weight_bw``)."""
     if k.moe_bandwidth_fraction is None:
         return dict(weight_bw)
@@ -190,6 +192,12 @@ def _expert_bandwidth(
     out: Fractions = {p: min(1.0, base.weight_bandwidth[p] * ratio) for p in PRECISIONS}
     if k.moe_fp4_bandwidth_fraction is not None:
         out["fp4"] = min(1.0, base.bandwidth_fraction * k.moe_fp4_bandwidth_fraction / family)
+    family_int4 = [x.moe_int4_bandwidth_fraction for x in fam]
+    if k.moe_int4_bandwidth_fraction is not None and None not in family_int4:
+        # INT4 weight-only experts by their own kernel (W4A16), which does not speed up from
+        # Hopper to Blackwell as the 8/16-bit grouped GEMMs do
+        int4 = k.moe_int4_bandwidth_fraction / _geomean(family_int4)  # type: ignore[arg-type]
+        out["int4"] = min(1.0, base.expert_bandwidth["int4"] * int4)
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -18,6 +19,7 @@ import pytest
 
 from fleet.catalog import Catalog, CatalogError, load_catalog
 from fleet.catalog.load import DATA_DIR
+from fleet.catalog.schema import KernelFigures
 from fleet.perf import kernel_fit as kf
 from fleet.perf import kernel_parts as kp
 from fleet.perf import kernel_tables as kt
@@ -192,6 +194,40 @@ def test_b200_factors_differ_from_hopper_as_its_kernels_do(catalog: Catalog) -> 
 
 def _geo(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def test_int4_experts_transfer_by_their_own_kernel(catalog: Catalog) -> None:
+    """INT4 weight-only (W4A16) experts on Blackwell: Hopper's run-fitted 4-bit figure x the
+    W4A16 MoE kernel's streaming there over Hopper's (vLLM 0.24.0's tables: B200 0.466 against
+    H100 0.782 / H200 0.642), not the 8/16-bit grouped GEMMs' ratio, which would read B200's
+    INT4 experts a third faster than that kernel runs."""
+    eff = resolve_efficiency(catalog)
+
+    def kernel(part: str) -> KernelFigures:
+        k = catalog.accelerator(part).kernel
+        assert k is not None
+        return k
+
+    def figure(part: str, get: Callable[[KernelFigures], float | None]) -> float:
+        value = get(kernel(part))
+        assert value is not None
+        return value
+
+    def int4(k: KernelFigures) -> float | None:
+        return k.moe_int4_bandwidth_fraction
+
+    def eight(k: KernelFigures) -> float | None:
+        return k.moe_bandwidth_fraction
+
+    hopper = eff["h100-sxm"].expert_bandwidth["int4"]
+    for part in ("b200", "gb200", "b300", "gb300"):
+        got = eff[part].expert_bandwidth["int4"]
+        family = _geo([figure(h, int4) for h in HOPPER])
+        assert got == pytest.approx(hopper * figure(part, int4) / family)
+        # the 8/16-bit experts' ratio would give more
+        assert got < hopper * figure(part, eight) / _geo([figure(h, eight) for h in HOPPER])
+    # no INT4 MoE table on A100: its experts stream as its other weights
+    assert kernel("a100-sxm").moe_int4_bandwidth_fraction is None
 
 
 def test_estimates_are_hopper_figures_and_say_so(catalog: Catalog) -> None:
