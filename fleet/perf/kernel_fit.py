@@ -65,12 +65,12 @@ AMPERE_GEMM = ("int8", "int4_weight_only", "int8_weight_only")
 per-channel weight-only kernels), fitted after the others where present."""
 MOE_EIGHT_SIXTEEN = ("bf16", "fp8", "fp8_block")
 MOE_FP4 = "mxfp4"
-INT4_MOE = f"moe int4_weight_only {kt.INT4_MOE_ENGINE}"
-"""The INT4 weight-only MoE fit's kernel name (another engine's table: ``kt.INT4_MOE_TABLE``)."""
 """The FP4 expert kernel whose routing the table fixes: TensorRT-LLM's TRTLLM-Gen MXFP4 x MXFP8
 MoE (its CUTLASS kernel on RTX PRO 6000, SM120). The NVFP4 rows are the CUTLASS kernel
 (balanced routing) and the TRTLLM-Gen min-latency kernel (DeepSeek's group-limited gate, touched
 experts unknown); docs/calibration.md compares."""
+INT4_MOE = f"moe int4_weight_only {kt.INT4_MOE_ENGINE}"
+"""The INT4 weight-only MoE fit's kernel name (another engine's table: ``kt.INT4_MOE_TABLE``)."""
 
 
 @dataclass(frozen=True, slots=True)
