@@ -303,7 +303,8 @@ def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
     )
 
 
-def _rows(path: Path, what: str) -> list[dict[str, str]]:
+def read_rows(path: Path, what: str) -> list[dict[str, str]]:
+    """Every row of the CSV at ``path`` as a dict; ``what`` names it in a one-line error."""
     if not path.exists():
         raise InputError(f"{what}: {path} does not exist")
     try:
@@ -316,7 +317,7 @@ def _rows(path: Path, what: str) -> list[dict[str, str]]:
 def load_measured(catalog: Catalog, path: Path) -> MeasuredRuns:
     """Every row of the calibration file, aggregated; a row that does not map is an error."""
     parsed = []
-    for i, row in enumerate(_rows(path, "calibration csv")):
+    for i, row in enumerate(read_rows(path, "calibration csv")):
         run = parse_row(catalog, row, i + 2)
         if isinstance(run, str):
             raise InputError(f"calibration csv: row {i + 2}: {run}")
@@ -328,7 +329,7 @@ def load_measured(catalog: Catalog, path: Path) -> MeasuredRuns:
 
 def read_log(catalog: Catalog, path: Path) -> RunLog:
     """Every row of a serving-benchmark log: aggregated, disaggregated or skipped with a reason."""
-    rows = _rows(path, "serving log")
+    rows = read_rows(path, "serving log")
     agg: list[Run] = []
     disagg: list[Run] = []
     skipped: list[tuple[int, str]] = []

@@ -1,6 +1,7 @@
 """Score the performance model against a serving-benchmark log: coverage, then errors.
 
     python -m fleet.perf.score LOG.csv [--markdown | --json] [--pooled] [--rows OUT.csv]
+                               [--seen FIT.csv]
 
 The log is in aiconfigurator-core's silicon format (``fleet.perf.measured``; any system and
 model the catalog knows by id or alias, aggregated and disaggregated rows). Every row is
@@ -25,7 +26,9 @@ Coverage = rows with an estimate / all rows; every other row is counted under it
 model or system the catalog lacks, a layout the model rejects, weights that do not fit).
 Errors are model / measured - 1; medians and p90 of their absolute values per accelerator,
 model, engine and serving mode, and over the rows whose benchmark drew its lengths from a range
-(``fleet.perf.protocol``: read at the range's mean lengths, later waves staggered).
+(``fleet.perf.protocol``: read at the range's mean lengths, later waves staggered). With
+``--seen FIT.csv`` (the runs a fit read, e.g. the reference runs), the rows FIT holds too
+(``fleet.perf.seen``: in-sample) and the rest are two more groups, and a ``seen`` column.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from fleet.perf.engines import engine_arrays
 from fleet.perf.explain import describe_problem
 from fleet.perf.measured import MeasuredRuns, Run, read_log
 from fleet.perf.model import estimate
+from fleet.perf.seen import seen_lines
 from fleet.perf.types import Configs, Estimate, FloatArray, Problem
 
 
@@ -70,6 +74,8 @@ class Scored:
     lengths_drawn: np.ndarray
     """The row's benchmark drew its lengths from a range (``fleet.perf.protocol``): scored at the
     range's mean lengths, its later waves staggered."""
+    seen: np.ndarray
+    """The row's measurement is in the ``--seen`` log (a fit read it): in-sample."""
     tpot: FloatArray
     ttft: FloatArray
     tput: FloatArray
@@ -236,9 +242,11 @@ def _score_disaggregated(
     return parts, uncovered
 
 
-def score(catalog: Catalog, path: Path, *, pooled: bool = False) -> Score:
-    """Coverage and model figures of every row of the log at ``path``."""
+def score(catalog: Catalog, path: Path, *, pooled: bool = False, seen: Path | None = None) -> Score:
+    """Coverage and model figures of every row of the log at ``path``; with ``seen``, which of
+    them that log holds too (``fleet.perf.seen``)."""
     log = read_log(catalog, path)
+    held = seen_lines(path, seen) if seen is not None else frozenset()
     base = build_arrays(catalog)
     agg, dis = log.aggregated, log.disaggregated
     a_parts, a_missing = _score_aggregated(
@@ -264,8 +272,9 @@ def score(catalog: Catalog, path: Path, *, pooled: bool = False) -> Score:
     def both(key: str) -> np.ndarray:
         return np.concatenate([cat(a_parts, key), cat(d_parts, key)])
 
+    lines = np.concatenate([log.aggregated_lines[a_rows], [r.line for r in d_runs]])
     scored = Scored(
-        line=np.concatenate([log.aggregated_lines[a_rows], [r.line for r in d_runs]]),
+        line=lines,
         accelerator=np.asarray([accelerator[s] for s in systems]),
         model=np.asarray([agg.model_ids[i] for i in a_rows] + [r.model for r in d_runs]),
         engine=both("engine").astype(str),
@@ -274,6 +283,7 @@ def score(catalog: Catalog, path: Path, *, pooled: bool = False) -> Score:
         lengths_drawn=np.concatenate(
             [agg.configs.lengths_vary[a_rows], [r.lengths_vary for r in d_runs]]
         ).astype(bool),
+        seen=np.asarray([int(line) in held for line in lines.tolist()], dtype=bool),
         tpot=both("tpot"),
         ttft=both("ttft"),
         tput=both("tput"),
@@ -310,6 +320,9 @@ def summaries(s: Scored) -> list[ErrorSummary]:
         groups.append(("queued beyond KV capacity", s.queued))
     if s.lengths_drawn.any():
         groups.append(("benchmark lengths drawn from a range", s.lengths_drawn))
+    if s.seen.any():
+        groups.append(("also in the --seen log (in-sample)", s.seen))
+        groups.append(("not in the --seen log", ~s.seen))
     out = []
     for name, mask in groups:
         if not mask.any():
@@ -337,7 +350,7 @@ def write_rows(result: Score, out: Path) -> None:
         w.writerow(
             ["line", "accelerator", "model", "engine", "mode", "queued", "tpot_ms",
              "measured_tpot_ms", "ttft_ms", "measured_ttft_ms", "tokens_per_s_per_gpu",
-             "measured_tokens_per_s_per_gpu", "lengths_drawn", "not_scored"]
+             "measured_tokens_per_s_per_gpu", "lengths_drawn", "seen", "not_scored"]
         )  # fmt: skip
         lines: list[tuple[int, int | str]] = [
             (int(line), i) for i, line in enumerate(s.line.tolist())
@@ -345,14 +358,14 @@ def write_rows(result: Score, out: Path) -> None:
         lines += [(line, reason) for line, _, reason in result.uncovered]
         for line, i in sorted(lines, key=lambda item: item[0]):
             if isinstance(i, str):
-                w.writerow([line] + [""] * 12 + [i])
+                w.writerow([line] + [""] * 13 + [i])
                 continue
             w.writerow(
                 [line, s.accelerator[i], s.model[i], s.engine[i], s.mode[i],
                  bool(s.queued[i]), round(s.tpot[i] * 1e3, 3), round(s.measured_tpot[i] * 1e3, 3),
                  round(s.ttft[i] * 1e3, 3), round(s.measured_ttft[i] * 1e3, 3),
                  round(float(s.tput[i]), 2), round(float(s.measured_tput[i]), 2),
-                 bool(s.lengths_drawn[i]), ""]
+                 bool(s.lengths_drawn[i]), bool(s.seen[i]), ""]
             )  # fmt: skip
 
 
@@ -397,10 +410,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--json", action="store_true", help="print coverage and the error table as JSON"
     )
+    parser.add_argument(
+        "--seen", type=Path, help="a log a fit read: its rows in LOG are grouped as in-sample"
+    )
     args = parser.parse_args(argv)
     catalog = load_catalog()
     try:
-        result = score(catalog, args.log, pooled=args.pooled)
+        result = score(catalog, args.log, pooled=args.pooled, seen=args.seen)
     except InputError as err:
         print(f"fleet.perf.score: error: {err}", file=sys.stderr)
         return 2

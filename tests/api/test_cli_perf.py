@@ -242,3 +242,8 @@ def test_score_prints_coverage_and_errors(
     code, out, err = run(capsys, "score", str(tmp_path / "absent.csv"))
     assert code == 2 and out == ""
     assert err.startswith("farebox score: error: serving log:") and err.count("\n") == 1
+    code, out, err = run(capsys, "score", str(log), "--seen", str(tmp_path / "absent.csv"))
+    assert code == 2 and out == ""
+    assert err.startswith("farebox score: error: --seen log:") and err.count("\n") == 1
+    code, out, _ = run(capsys, "score", str(log), "--seen", str(log))  # every row in-sample
+    assert code == 0 and "also in the --seen log (in-sample)" in out

@@ -156,6 +156,33 @@ def test_the_command_prints_coverage_and_writes_every_row(
     assert doc["groups"][0]["group"] == "all" and doc["groups"][0]["rows"] == 3
 
 
+def test_rows_another_log_holds_are_grouped_as_in_sample(
+    tmp_path: Path, catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--seen FIT.csv``: the log's rows FIT holds (the same measurement, its figures written
+    another way) are a group of their own, the rest another, and a ``seen`` column says which."""
+    log = _log(tmp_path, "disagg", "agg", "per-rank batch")
+    fit = tmp_path / "fit.csv"
+    # the "agg" row with its TTFT written as 80.000 and its columns in another order
+    header, row = HEADER.split(","), ROWS["agg"].split(",")
+    fields = dict(zip(header, row, strict=True)) | {"silicon_ttft_ms": "80.000"}
+    order = sorted(fields)
+    fit.write_text(",".join(order) + "\n" + ",".join(fields[k] for k in order) + "\n")
+    result = score(catalog, log, seen=fit)
+    seen = dict(zip(result.scored.line.tolist(), result.scored.seen.tolist(), strict=True))
+    assert seen == {2: False, 3: True, 4: False}
+    out = tmp_path / "rows.csv"
+    assert main([str(log), "--seen", str(fit), "--rows", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"also in the --seen log \(in-sample\)\s+n=\s+1\b", printed)
+    assert re.search(r"not in the --seen log\s+n=\s+2\b", printed)
+    assert [r["seen"] for r in csv.DictReader(out.open())] == ["False", "True", "False"]
+    # without --seen no row is in-sample and no such group is printed
+    assert not score(catalog, log).scored.seen.any()
+    assert main([str(log), "--seen", str(tmp_path / "absent.csv")]) == 2
+    assert "--seen log" in capsys.readouterr().err
+
+
 @needs_runs
 def test_the_reference_runs_score_as_the_calibration_computes_them(catalog: Catalog) -> None:
     """At the pooled factors, every row within its KV capacity scores exactly as

@@ -1,7 +1,9 @@
-"""The unseen check: the package's own sample of serving runs (Blackwell parts and models the
-reference runs do not hold; no fit reads it), scored at each run's engine. Coverage of the rows
-that record their deployment meets the issue's bar; the error bars are not met yet and stay as
-strict expected failures, so meeting one is noticed (docs/calibration.md, the unseen check)."""
+"""The unseen check: the package's own sample of serving runs, scored at each run's engine.
+The sample holds every reference run (1,112 of its 3,799 scored rows: the fits read them), so the
+bars are checked on the other 2,687, which no fit reads (``farebox score ... --seen``). Coverage of
+the rows that record their deployment meets the issue's bar; the error bars are not met yet and
+stay as strict expected failures, so meeting one is noticed (docs/calibration.md, the unseen
+check)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from fleet.catalog import Catalog
 from fleet.perf.measured import WORKER_COUNTS
 from fleet.perf.score import Score, score
 from tests.fleet.kernel_data import WHEEL, needs_data
+from tests.fleet.measured_runs import MEASURED_CSV, needs_runs
 
 SAMPLE = WHEEL / "aiconfigurator_core" / "systems" / "silicon_sample.csv"
 BARS = {"tpot": 0.12, "tput": 0.12, "ttft": 0.30}
@@ -22,13 +25,23 @@ BARS = {"tpot": 0.12, "tput": 0.12, "ttft": 0.30}
 
 @pytest.fixture(scope="module")
 def sample(catalog: Catalog) -> Score:
-    return score(catalog, Path(SAMPLE))
+    return score(catalog, Path(SAMPLE), seen=MEASURED_CSV if MEASURED_CSV.is_file() else None)
 
 
-def _median(result: Score, figure: str) -> float:
+def _median(result: Score, figure: str, *, unseen_only: bool = False) -> float:
     s = result.scored
     model, measured = getattr(s, figure), getattr(s, f"measured_{figure}")
-    return float(np.median(np.abs(model / measured - 1.0)))
+    keep = ~s.seen if unseen_only else np.ones(len(s.line), dtype=bool)
+    return float(np.median(np.abs(model[keep] / measured[keep] - 1.0)))
+
+
+@needs_data
+@needs_runs
+def test_the_sample_holds_every_reference_run(sample: Score) -> None:
+    """Each of the 1,112 reference runs is a row of the sample (the same measurement,
+    ``fleet.perf.seen``), and every one of them is scored."""
+    assert int(sample.scored.seen.sum()) == 1112
+    assert len(sample.scored.line) - int(sample.scored.seen.sum()) == 2687
 
 
 @needs_data
@@ -48,18 +61,25 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
     drawn lengths (fleet.perf.protocol, same day) they read 13.0% / 12.9% / 32.4%; since
     MiniMax-M2's attention pays its q/k norms' all-reduce (``Model.qk_norm_across_heads``,
     2026-11-24, later) 12.9% / 12.3% / 31.9%; since INT4 experts on Blackwell transfer by their
-    own kernel 12.8% / 12.2% / 31.9%."""
+    own kernel 12.8% / 12.2% / 31.9%. The 2,687 rows no fit reads (the reference runs set apart)
+    read 13.9% / 14.2% / 35.1%, not to lose more than a point of either."""
     assert _median(sample, "tpot") <= 0.131 + 0.01
     assert _median(sample, "tput") <= 0.128 + 0.01
     assert _median(sample, "ttft") <= 0.318 + 0.01
+    if sample.scored.seen.any():
+        assert _median(sample, "tpot", unseen_only=True) <= 0.139 + 0.01
+        assert _median(sample, "tput", unseen_only=True) <= 0.142 + 0.01
+        assert _median(sample, "ttft", unseen_only=True) <= 0.351 + 0.01
 
 
 @needs_data
+@needs_runs
 @pytest.mark.xfail(
     strict=True,
-    reason="known gap: on the unseen sample the medians are 12.8% TPOT, 12.2% tokens/s per GPU "
-    "and 31.9% TTFT (docs/calibration.md, the unseen check)",
+    reason="known gap: on the sample's 2,687 rows no fit reads the medians are 13.9% TPOT, "
+    "14.2% tokens/s per GPU and 35.1% TTFT (12.8% / 12.2% / 31.9% with the 1,112 reference runs "
+    "in; docs/calibration.md, the unseen check)",
 )
 @pytest.mark.parametrize("figure", list(BARS))
 def test_unseen_medians_within_the_bars(sample: Score, figure: str) -> None:
-    assert _median(sample, figure) <= BARS[figure]
+    assert _median(sample, figure, unseen_only=True) <= BARS[figure]
