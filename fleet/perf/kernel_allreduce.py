@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from fleet.catalog import Catalog, load_catalog
+from fleet.catalog import load_catalog
 from fleet.perf import kernel_tables as kt
-from fleet.perf.arrays import build_arrays
+from fleet.perf.arrays import AcceleratorArrays, build_arrays
 from fleet.perf.comm import all_reduce_s
 from fleet.perf.kernel_engines import ENGINES
 
@@ -58,7 +58,7 @@ def table_path(data: Path, accelerator_id: str, engine: str) -> Path:
     return data / kt.SYSTEMS[accelerator_id] / f"comm/{engine}/{ENGINES[engine]}/{TABLE}"
 
 
-def curve(data: Path, accelerator_id: str, engine: str, catalog: Catalog) -> Curve | None:
+def curve(data: Path, accelerator_id: str, engine: str, acc: AcceleratorArrays) -> Curve | None:
     """``engine``'s all-reduce curve on ``accelerator_id`` (None: no table, or a table missing a
     size of the grid, or 2 or 4 devices). A table measured over one 4-GPU compute tray (GB200)
     has no 8-device rows: its 8-device curve is ``derived_8``'s."""
@@ -86,32 +86,33 @@ def curve(data: Path, accelerator_id: str, engine: str, catalog: Catalog) -> Cur
         return None
     measured_8 = 8 in us
     if not measured_8:
-        us[8] = derived_8(us[4], catalog, accelerator_id)
+        us[8] = derived_8(us[4], acc, accelerator_id)
     return Curve(us, measured_8)
 
 
-def _figures(catalog: Catalog, accelerator_id: str) -> tuple[float, float, float]:
+def _figures(acc: AcceleratorArrays, accelerator_id: str) -> tuple[float, float, float]:
     """(link bytes/s with the fitted fraction, hop s, call s) of the pooled form on the part."""
-    acc = build_arrays(catalog).accelerators
     i = acc.ids.index(accelerator_id)
     link = float(acc.scale_up_bytes_per_s[i] * acc.link_fraction[i])
     return link, float(acc.scale_up_latency_s[i]), float(acc.collective_overhead_s[i])
 
 
-def derived_8(gpus_4: Sequence[float], catalog: Catalog, accelerator_id: str) -> tuple[float, ...]:
+def derived_8(
+    gpus_4: Sequence[float], acc: AcceleratorArrays, accelerator_id: str
+) -> tuple[float, ...]:
     """An 8-device curve from a 4-device one: + what the pooled form adds from 4 to 8 devices
     (2 x 7/8 - 2 x 3/4 of the bytes over the part's link, two more hops)."""
-    link, hop, _ = _figures(catalog, accelerator_id)
+    link, hop, _ = _figures(acc, accelerator_id)
     return tuple(
         t + ((1.75 - 1.5) * b / link + 2.0 * hop) * 1e6
         for t, b in zip(gpus_4, MESSAGE_BYTES, strict=True)
     )
 
 
-def pooled_us(catalog: Catalog, accelerator_id: str, n: int, message_bytes: float) -> float:
+def pooled_us(acc: AcceleratorArrays, accelerator_id: str, n: int, message_bytes: float) -> float:
     """The model's all-reduce (``fleet.perf.comm.all_reduce_s``) at the catalog's pooled figures
     for the part, in microseconds."""
-    link, hop, call = _figures(catalog, accelerator_id)
+    link, hop, call = _figures(acc, accelerator_id)
     t = all_reduce_s(
         np.array(float(n)), np.array(message_bytes), np.array(link), np.array(hop), call
     )
@@ -126,15 +127,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=kt.DEFAULT_WHEEL)
     args = parser.parse_args(argv)
     data = kt.find_data(args.data)
-    catalog = load_catalog()
+    acc = build_arrays(load_catalog()).accelerators
     head = "  ".join(f"{b // 1024:>6d}K" for b in SHOWN_BYTES)
     print(f"{'accelerator':20s} {'engine':7s} {'gpus':>4s}  {head}   (us per all-reduce)")
-    for acc_id in catalog.accelerators:
-        curves = {e: curve(data, acc_id, e, catalog) for e in ENGINES}
+    for acc_id in acc.ids:
+        curves = {e: curve(data, acc_id, e, acc) for e in ENGINES}
         if all(c is None for c in curves.values()):
             continue
         for n in GPUS:
-            cells = "  ".join(f"{pooled_us(catalog, acc_id, n, b):7.1f}" for b in SHOWN_BYTES)
+            cells = "  ".join(f"{pooled_us(acc, acc_id, n, b):7.1f}" for b in SHOWN_BYTES)
             print(f"{acc_id:20s} {'model':7s} {n:4d}  {cells}")
             for engine, c in curves.items():
                 if c is None:
