@@ -12,8 +12,10 @@ it is the accelerators' factors as they are.
 Every multiplier given carries its source in the entry's ``sources`` table, keyed by multiplier
 name (``flops`` covers every precision of the flops table).
 
-An entry may also carry a kernel term that is not a multiplier: ``block_fp8_moe_local_expert_us``,
-the engine's block-scaled FP8 MoE kernel's fixed time per expert held on a rank (0 where absent).
+An entry may also carry kernel terms that are not multipliers on a fitted factor:
+``block_fp8_moe_local_expert_us``, the engine's block-scaled FP8 MoE kernel's fixed time per expert
+held on a rank (0 where absent), and ``expert_prefill_time``, how long the engine's MoE kernels take
+on prefill-sized calls against TensorRT-LLM's at the same shapes, per expert kind (1 where absent).
 
 An engine's ``scheduling`` table (optional) carries what its scheduler does to a closed-loop
 benchmark's TTFT: whether it prefills waiting requests before decoding and its per-request
@@ -62,6 +64,25 @@ class FlopsMultipliers(Frozen, frozen=True, kw_only=True):
         return getattr(self, precision)
 
 
+EXPERT_KINDS: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4")
+"""Kinds of routed experts whose prefill kernels differ by engine: BF16, per-tensor FP8,
+block-scaled FP8 (``Model.fp8_block_scaled``) and 4-bit floating point (NVFP4 / MXFP4)."""
+PrefillTime = Annotated[float, Meta(ge=0.1, le=20.0)]
+
+
+class ExpertPrefillTime(Frozen, frozen=True, kw_only=True):
+    """Time of the engine's routed-expert grouped GEMMs on prefill-sized calls over
+    TensorRT-LLM's at the same shapes, per expert kind; absent = not measured (1)."""
+
+    bf16: PrefillTime | None = None
+    fp8: PrefillTime | None = None
+    fp8_block: PrefillTime | None = None
+    fp4: PrefillTime | None = None
+
+    def given(self) -> dict[str, float]:
+        return {k: v for k in EXPERT_KINDS if (v := getattr(self, k)) is not None}
+
+
 class EngineFactors(Frozen, frozen=True, kw_only=True):
     """One engine's multipliers on the pooled factors of ``accelerators``."""
 
@@ -78,6 +99,11 @@ class EngineFactors(Frozen, frozen=True, kw_only=True):
     the rank, per MoE layer and forward pass, in microseconds, measured on its kernel tables
     (``fleet.perf.kernel_moe_grid``); charged on models whose FP8 experts are block-scaled
     (``Model.fp8_block_scaled``). None: the engine's kernel shows no such term (0)."""
+    expert_prefill_time: ExpertPrefillTime = ExpertPrefillTime()
+    """Not a multiplier on a fitted factor: how long this engine's MoE kernels take on
+    prefill-sized calls against TensorRT-LLM's (the kernels the parts' figures are fitted on),
+    per expert kind, measured on both engines' kernel tables (``fleet.perf.kernel_moe_engines``);
+    the routed experts' compute on prefill tokens takes that multiple."""
     sources: dict[str, str]
 
     def not_measured(self) -> tuple[str, ...]:
@@ -152,6 +178,8 @@ def engine_problem(engine: Engine, accelerators: set[str]) -> tuple[str, str] | 
             given.append("flops")
         if f.block_fp8_moe_local_expert_us is not None:
             given.append("block_fp8_moe_local_expert_us")
+        if f.expert_prefill_time.given():
+            given.append("expert_prefill_time")
         missing = [n for n in given if n not in f.sources]
         if missing:
             return f"factors[{j}].sources", f"no source for {missing}"

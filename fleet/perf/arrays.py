@@ -25,6 +25,7 @@ import numpy as np
 
 from fleet.catalog import FOUR_BIT, PRECISIONS, Catalog, Model
 from fleet.catalog.compressed import INDEX_KEY_BYTES_PER_ELEMENT, compressor_state_bytes
+from fleet.catalog.engines import EXPERT_KINDS
 from fleet.catalog.params import (
     attention_params_per_layer,
     conv_state_bytes_per_layer,
@@ -231,6 +232,12 @@ class AcceleratorArrays:
     """The engine's block-scaled FP8 MoE kernel's fixed time per expert held on a rank, per MoE
     layer and forward pass (0 for the pooled default and kernels without the term;
     ``fleet.perf.kernel_moe_grid``)."""
+    expert_prefill_time: FloatArray
+    """(n, E) time of the routed experts' grouped GEMMs on prefill tokens, as a multiple of what
+    the part's FLOP fraction gives: the engine's MoE kernel against TensorRT-LLM's at
+    prefill-sized calls, one column per expert kind (``EXPERT_KINDS``; 1 for the pooled default
+    and TensorRT-LLM, whose kernels the figures are fitted on;
+    ``fleet.perf.kernel_moe_engines``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +339,18 @@ class CatalogArrays:
             if a in acc.ids:
                 column[acc.ids.index(a)] = value
         new = dataclasses.replace(acc, block_fp8_moe_local_expert_s=column)
+        return dataclasses.replace(self, accelerators=new)
+
+    def with_expert_prefill(self, time: Mapping[str, Mapping[str, float]]) -> CatalogArrays:
+        """A copy whose accelerators named in ``time`` take those prefill-time multiples of their
+        routed experts, by expert kind (an engine's MoE kernel; kinds not named keep theirs)."""
+        acc = self.accelerators
+        matrix = acc.expert_prefill_time.copy()
+        for a, kinds in time.items():
+            if a in acc.ids:
+                for kind, value in kinds.items():
+                    matrix[acc.ids.index(a), EXPERT_KINDS.index(kind)] = value
+        new = dataclasses.replace(acc, expert_prefill_time=matrix)
         return dataclasses.replace(self, accelerators=new)
 
     def scaled(
@@ -607,6 +626,7 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         prefill_first=col(lambda a: 0.0),
         kv_of_free_memory=col(lambda a: 0.0),
         block_fp8_moe_local_expert_s=col(lambda a: 0.0),
+        expert_prefill_time=np.ones((n, len(EXPERT_KINDS)), dtype=np.float64),
     )
 
 

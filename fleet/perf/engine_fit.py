@@ -52,7 +52,7 @@ from fleet.catalog import PRECISIONS, Catalog, load_catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, relative_errors, with_factors
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
-from fleet.perf.engines import apply, block_fp8_moe_terms
+from fleet.perf.engines import apply, block_fp8_moe_terms, expert_prefill_terms
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
 
@@ -163,11 +163,22 @@ def with_scheduler(
     (``fleet.perf.closed_loop``), its KV budget rule (``KV_OF_FREE_MEMORY``) and a request
     overhead (TTFT only; default the pooled one)."""
     prefill_first = SCHEDULERS[engine][0] if engine in SCHEDULERS else False
-    return arrays.with_scheduling(
-        request_overhead_s=request_overhead_s,
-        prefill_first=prefill_first,
-        kv_of_free_memory=engine in KV_OF_FREE_MEMORY,
-    ).with_block_fp8_moe(block_fp8_moe_s(engine))
+    return (
+        arrays.with_scheduling(
+            request_overhead_s=request_overhead_s,
+            prefill_first=prefill_first,
+            kv_of_free_memory=engine in KV_OF_FREE_MEMORY,
+        )
+        .with_block_fp8_moe(block_fp8_moe_s(engine))
+        .with_expert_prefill(expert_prefill(engine))
+    )
+
+
+@functools.cache
+def expert_prefill(engine: str) -> dict[str, dict[str, float]]:
+    """``engine``'s routed-expert prefill time per accelerator and expert kind, as the catalog
+    carries it (a kernel measurement, ``fleet.perf.kernel_moe_engines``; not fitted here)."""
+    return expert_prefill_terms(load_catalog(), engine)
 
 
 @functools.cache
@@ -361,6 +372,13 @@ GRID_SOURCE = (
     "<= 64 tokens, roofline + call + this term x experts held (E / ep){mean}: python -m "
     "fleet.perf.kernel_moe_grid"
 )
+PREFILL_SOURCE = (
+    "this engine's MoE kernel table of {parts} against TensorRT-LLM 1.3.0rc20's "
+    "(aiconfigurator-core 0.12.0, moe_perf.parquet; the engine's kernel-table version above): "
+    "median latency ratio over the shapes both time, calls of >= 1,024 tokens, balanced "
+    "routing, fastest kernel per shape; fp4 = geometric mean of the NVFP4 and MXFP4 x MXFP8 "
+    "tables{mean}: python -m fleet.perf.kernel_moe_engines"
+)
 GRID_ENGINES = ("trtllm",)
 """Engines whose block-scaled FP8 MoE kernel carries a cost per expert held (SGLang's and vLLM's
 Triton kernels fit to 0-0.05 us: ``fleet.perf.kernel_moe_grid``)."""
@@ -375,7 +393,11 @@ def grid_figure(grid: dict[str, float], accs: Sequence[str]) -> float | None:
 
 
 def _toml_factors(
-    accs: Sequence[str], basis: str, m: dict[str, float], grid_us: float | None = None
+    accs: Sequence[str],
+    basis: str,
+    m: dict[str, float],
+    grid_us: float | None = None,
+    prefill: dict[str, float] | None = None,
 ) -> list[str]:
     lines = ["", "[[engines.factors]]", f"accelerators = {list(accs)!r}".replace("'", '"')]
     lines.append(f'basis = "{basis}"')
@@ -388,6 +410,9 @@ def _toml_factors(
     if flops:
         cells = ", ".join(f"{p} = {v:.3g}" for p, v in flops.items())
         lines.append(f"flops = {{ {cells} }}")
+    if prefill:
+        cells = ", ".join(f"{k} = {v:.3g}" for k, v in prefill.items())
+        lines.append(f"expert_prefill_time = {{ {cells} }}")
     lines.append("[engines.factors.sources]")
     for name in ("bandwidth", "flops", "link", "step_overhead", "collective_overhead"):
         if name in m or (name == "flops" and flops):
@@ -401,7 +426,23 @@ def _toml_factors(
         lines.append(
             f'block_fp8_moe_local_expert_us = "{GRID_SOURCE.format(parts=parts, mean=mean)}"'
         )
+    if prefill:
+        parts = " and ".join(kt_systems(accs))
+        mean = ", geometric mean of the parts" if len(accs) > 1 else ""
+        lines.append(f'expert_prefill_time = "{PREFILL_SOURCE.format(parts=parts, mean=mean)}"')
     return lines
+
+
+def prefill_figure(
+    terms: dict[str, dict[str, float]], accs: Sequence[str]
+) -> dict[str, float] | None:
+    """The expert prefill times of an entry over ``accs`` per kind every part has (geometric
+    mean); None where none."""
+    if not terms or any(a not in terms for a in accs):
+        return None
+    kinds = [k for k in terms[accs[0]] if all(k in terms[a] for a in accs)]
+    out = {k: math.exp(sum(math.log(terms[a][k]) for a in accs) / len(accs)) for k in kinds}
+    return out or None
 
 
 def kt_systems(accs: Sequence[str]) -> list[str]:
@@ -415,6 +456,7 @@ def engines_toml(
     ratios: dict[tuple[str, str], dict[str, float]],
     overheads_ms: dict[str, float],
     grid: dict[str, float] | None = None,
+    prefill: dict[str, dict[str, dict[str, float]]] | None = None,
 ) -> str:
     """fleet/data/engines.toml from the fits (generated: re-run, do not edit by hand); each
     engine's closed-loop TTFT terms from ``fleet.perf.ttft_fit`` (its request overheads)."""
@@ -430,10 +472,19 @@ def engines_toml(
         lines.append(f'versions = "{VERSIONS[e]}"')
         lines += scheduling_toml(e, overheads_ms[e])
         g = (grid or {}) if e in GRID_ENGINES else {}
-        lines += _toml_factors(HOPPER, "fitted-on-runs", fitted[e], grid_figure(g, HOPPER))
+        p = (prefill or {}).get(e, {})
+        lines += _toml_factors(
+            HOPPER, "fitted-on-runs", fitted[e], grid_figure(g, HOPPER), prefill_figure(p, HOPPER)
+        )
         for acc in BLACKWELL:
             m = blackwell(fitted[e], ratios, e, acc)
-            lines += _toml_factors((acc,), "runs-and-kernel-ratios", m, grid_figure(g, (acc,)))
+            lines += _toml_factors(
+                (acc,),
+                "runs-and-kernel-ratios",
+                m,
+                grid_figure(g, (acc,)),
+                prefill_figure(p, (acc,)),
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -454,12 +505,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     fitted, table = fit_all(arrays, runs)
     ratios = kernel_ratios(args.data, catalog)
     if args.toml:
-        from fleet.perf import kernel_moe_grid, kernel_tables, ttft_fit
+        from fleet.perf import kernel_moe_engines, kernel_moe_grid, kernel_tables, ttft_fit
 
         overheads, _ = ttft_fit.fit_all(arrays, runs)
         parts = [catalog.accelerator(a) for a in kernel_moe_grid.PARTS]
-        grid = kernel_moe_grid.trtllm_figures(kernel_tables.find_data(args.data), parts)
-        print(engines_toml(fitted, ratios, overheads, grid))
+        data = kernel_tables.find_data(args.data)
+        grid = kernel_moe_grid.trtllm_figures(data, parts)
+        prefill = {e: kernel_moe_engines.terms(data, e) for e in ENGINES}
+        print(engines_toml(fitted, ratios, overheads, grid, prefill))
         return 0
     print("| engine | split | rows | TPOT pooled / engine | tok/s/GPU pooled / engine "
           "| TTFT pooled / engine |")  # fmt: skip

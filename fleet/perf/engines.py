@@ -66,6 +66,7 @@ def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> Ca
         accs = [a for a in factors.accelerators if a in arrays.accelerators.ids]
         arrays = apply(arrays, accs, flat(factors))
     arrays = arrays.with_block_fp8_moe(block_fp8_moe_terms(catalog, engine_id))
+    arrays = arrays.with_expert_prefill(expert_prefill_terms(catalog, engine_id))
     if engine.scheduling is not None:
         arrays = arrays.with_scheduling(
             request_overhead_s=engine.scheduling.request_overhead_ms * 1e-3,
@@ -73,6 +74,20 @@ def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> Ca
             kv_of_free_memory=engine.scheduling.kv_cache_of_free_memory,
         )
     return arrays
+
+
+def expert_prefill_terms(catalog: Catalog, engine_id: str) -> dict[str, dict[str, float]]:
+    """The engine's routed-expert prefill time per accelerator and expert kind, where its entry
+    gives them (``EngineFactors.expert_prefill_time``)."""
+    engine = catalog.engine(engine_id)
+    if engine is None:
+        return {}
+    return {
+        a: f.expert_prefill_time.given()
+        for f in engine.factors
+        for a in f.accelerators
+        if f.expert_prefill_time.given()
+    }
 
 
 def block_fp8_moe_terms(catalog: Catalog, engine_id: str) -> dict[str, float]:

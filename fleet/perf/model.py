@@ -78,6 +78,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
+from fleet.catalog.engines import EXPERT_KINDS
 from fleet.perf.arrays import CatalogArrays, ModelArrays
 from fleet.perf.block_sparse import block_sparse_terms, index_heads_per_device
 from fleet.perf.closed_loop import prefill_share_in_decode, scheduler_bursts, ttft_closed_loop
@@ -90,7 +91,11 @@ from fleet.perf.types import Bound, Configs, Estimate, FloatArray, Problem
 _BYTES = np.asarray([BYTES_PER_ELEMENT[p] for p in PRECISIONS])
 _BF16 = PRECISIONS.index("bf16")
 _FP8 = PRECISIONS.index("fp8")
+_FP4 = PRECISIONS.index("fp4")
 _FOUR_BIT = np.asarray([p in FOUR_BIT for p in PRECISIONS])
+_KIND_BF16, _KIND_FP8, _KIND_FP8_BLOCK, _KIND_FP4 = (
+    EXPERT_KINDS.index(k) for k in ("bf16", "fp8", "fp8_block", "fp4")
+)
 ROOF_SHARPNESS = 2.0
 """p of the smooth roofline; preferred to max() (p = inf) by the calibration."""
 PREFILL_CHUNK_TOKENS = 8192.0
@@ -451,6 +456,17 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     # prefill token attention over the prefill context (at BF16), both on the busy ranks.
     replicated_per_token_s = 2.0 * tfrac * replicated / (tp * flops_r)
     expert_per_token_s = 2.0 * tfrac * active_experts / (n * flops)
+    # on prefill tokens the experts' grouped GEMMs run at the engine's own prefill-sized MoE
+    # kernels, a measured multiple of TensorRT-LLM's per expert kind (1 for the pooled default)
+    expert_prefill_per_token_s = expert_per_token_s
+    if np.any(A.expert_prefill_time != 1.0):
+        kind = np.select(
+            [wp == _BF16, (wp == _FP8) & (M.fp8_block_scaled[m] > 0.0), wp == _FP8, wp == _FP4],
+            [_KIND_BF16, _KIND_FP8_BLOCK, _KIND_FP8, _KIND_FP4],
+            default=-1,
+        )
+        prefill_time = np.where(kind >= 0, A.expert_prefill_time[a, np.maximum(kind, 0)], 1.0)
+        expert_prefill_per_token_s = expert_per_token_s * prefill_time
     state_per_token = linear_t * M.state_flops_per_token_layer[m] / tp
     decode_per_token_s = head_flops_per_token / (pp * flops_r) + (
         work.decode_flops_per_token + state_per_token
@@ -480,7 +496,9 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         """Compute seconds of one stage step whose tokens spread over ``ranks`` attention ranks."""
         tokens = decode_tokens + prefill_tokens
         return (
-            tokens * (replicated_per_token_s / ranks + expert_per_token_s)
+            tokens * replicated_per_token_s / ranks
+            + decode_tokens * expert_per_token_s
+            + prefill_tokens * expert_prefill_per_token_s
             + (decode_tokens * decode_per_token_s + prefill_tokens * prefill_per_token_s) / ranks
         )
 
