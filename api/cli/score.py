@@ -3,9 +3,10 @@
 The log is in aiconfigurator-core's silicon-sample format (aggregated and disaggregated rows;
 models by catalog id, Hugging Face repo or alias, systems by id or alias such as ``b200_sxm``).
 Prints the coverage (rows scored / all rows, the rest counted under their reason) and the median
-and p90 absolute errors of TPOT, tokens/s per GPU and TTFT per accelerator, model, engine and
-serving mode, each row at its own engine's factors (``--pooled``: the pooled ones); with
-``--seen FIT.csv`` (the runs a fit read) also over the rows FIT holds too (in-sample) and the rest.
+and p90 absolute errors of TPOT, tokens/s per GPU and TTFT and their bias (median signed error)
+per accelerator, model, engine and serving mode, each row at its own engine's factors
+(``--pooled``: the pooled ones); with ``--seen FIT.csv`` (the runs a fit read) also over the rows
+FIT holds too (in-sample) and the rest.
 What is modelled how: ``fleet.perf.score`` and docs/calibration.md. ``python -m
 fleet.perf.score`` is the same command.
 """

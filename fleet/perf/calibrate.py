@@ -98,6 +98,11 @@ class ErrorSummary:
     tput_p90: float
     ttft_median: float
     ttft_p90: float
+    tpot_bias: float | None = None
+    """Median signed error (model / measured - 1): negative reads too fast, as for TTFT; for
+    tokens/s negative reads too slow. None where not computed (the calibration's tables)."""
+    tput_bias: float | None = None
+    ttft_bias: float | None = None
 
 
 def with_factors(
@@ -310,15 +315,26 @@ def _summary(group: str, err: Errors, mask: np.ndarray) -> ErrorSummary:
 def markdown_table(
     summaries: Sequence[ErrorSummary], first_column: str = "model on accelerator"
 ) -> str:
+    biased = bool(summaries) and all(s.ttft_bias is not None for s in summaries)
+    extra = " TPOT bias | tok/s/GPU bias | TTFT bias |" if biased else ""
     lines = [
         f"| {first_column} | rows | TPOT median | TPOT p90 | tok/s/GPU median"
-        " | tok/s/GPU p90 | TTFT median | TTFT p90 |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        " | tok/s/GPU p90 | TTFT median | TTFT p90 |" + extra,
+        "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" * 3 if biased else ""),
     ]
     for s in summaries:
+        cells = (
+            f" {s.tpot_bias:+.1%} | {s.tput_bias:+.1%} | {s.ttft_bias:+.1%} |"
+            if biased
+            and s.tpot_bias is not None
+            and s.tput_bias is not None
+            and s.ttft_bias is not None
+            else ""
+        )
         lines.append(
             f"| {s.group} | {s.rows} | {s.tpot_median:.1%} | {s.tpot_p90:.1%} | "
             f"{s.tput_median:.1%} | {s.tput_p90:.1%} | {s.ttft_median:.1%} | {s.ttft_p90:.1%} |"
+            + cells
         )
     return "\n".join(lines)
 

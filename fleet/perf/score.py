@@ -24,7 +24,8 @@ estimated the way its benchmark ran it, at its own engine's factors (the pooled 
 
 Coverage = rows with an estimate / all rows; every other row is counted under its reason (a
 model or system the catalog lacks, a layout the model rejects, weights that do not fit).
-Errors are model / measured - 1; medians and p90 of their absolute values per accelerator,
+Errors are model / measured - 1; medians and p90 of their absolute values, and their median
+(the bias: negative TPOT and TTFT read too fast, negative tokens/s too slow) per accelerator,
 model, engine and serving mode, and over the rows whose benchmark drew its lengths from a range
 (``fleet.perf.protocol``: read at the range's mean lengths, later waves staggered). With
 ``--seen FIT.csv`` (the runs a fit read, e.g. the reference runs), the rows FIT holds too
@@ -301,12 +302,14 @@ def score(catalog: Catalog, path: Path, *, pooled: bool = False, seen: Path | No
 
 
 def summaries(s: Scored) -> list[ErrorSummary]:
-    """Median and p90 absolute errors overall, then per accelerator, model, engine and mode."""
-    err = {
-        "tpot": np.abs(s.tpot / s.measured_tpot - 1.0),
-        "tput": np.abs(s.tput / s.measured_tput - 1.0),
-        "ttft": np.abs(s.ttft / s.measured_ttft - 1.0),
+    """Median and p90 absolute errors and the median signed error (the bias) overall, then per
+    accelerator, model, engine and mode."""
+    signed = {
+        "tpot": s.tpot / s.measured_tpot - 1.0,
+        "tput": s.tput / s.measured_tput - 1.0,
+        "ttft": s.ttft / s.measured_ttft - 1.0,
     }
+    err = {k: np.abs(v) for k, v in signed.items()}
     groups: list[tuple[str, np.ndarray]] = [("all", np.ones(len(s.line), dtype=bool))]
     for label, column in (
         ("accelerator", s.accelerator),
@@ -330,12 +333,14 @@ def summaries(s: Scored) -> list[ErrorSummary]:
         q = {
             k: (float(np.median(v[mask])), float(np.quantile(v[mask], 0.9))) for k, v in err.items()
         }
+        b = {k: float(np.median(v[mask])) for k, v in signed.items()}
         out.append(
             ErrorSummary(
                 group=name, rows=int(mask.sum()),
                 tpot_median=q["tpot"][0], tpot_p90=q["tpot"][1],
                 tput_median=q["tput"][0], tput_p90=q["tput"][1],
                 ttft_median=q["ttft"][0], ttft_p90=q["ttft"][1],
+                tpot_bias=b["tpot"], tput_bias=b["tput"], ttft_bias=b["ttft"],
             )
         )  # fmt: skip
     return out
@@ -369,6 +374,10 @@ def write_rows(result: Score, out: Path) -> None:
             )  # fmt: skip
 
 
+def _signed(value: float | None) -> str:
+    return "     -" if value is None else f"{value:+6.1%}"
+
+
 def report(result: Score, *, markdown: bool = False, as_json: bool = False) -> str:
     """Coverage, the unscored rows by reason, then the error table (text, markdown or JSON)."""
     scored = len(result.scored.line)
@@ -394,6 +403,8 @@ def report(result: Score, *, markdown: bool = False, as_json: bool = False) -> s
             f"{t.group:40s} n={t.rows:5d}  TPOT median {t.tpot_median:6.1%} p90 "
             f"{t.tpot_p90:6.1%}  tok/s/GPU median {t.tput_median:6.1%} p90 "
             f"{t.tput_p90:6.1%}  TTFT median {t.ttft_median:6.1%} p90 {t.ttft_p90:6.1%}"
+            f"  bias TPOT {_signed(t.tpot_bias)} tok/s/GPU {_signed(t.tput_bias)}"
+            f" TTFT {_signed(t.ttft_bias)}"
             for t in table
         ]
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from fleet.perf.configs import make_configs
 from fleet.perf.engines import engine_arrays
 from fleet.perf.measured import QUANT_PRECISIONS, load_measured, read_log
 from fleet.perf.model import estimate
-from fleet.perf.score import main, queued, score
+from fleet.perf.score import main, queued, score, summaries
 from tests.fleet.measured_runs import MEASURED_CSV, needs_runs
 
 HEADER = (
@@ -236,3 +236,27 @@ def test_quant_modes_read_as_their_weight_format(
     log = read_log(catalog, path)
     assert not log.skipped
     assert [PRECISIONS[p] for p in log.aggregated.configs.weight_precision] == [precision]
+
+
+def test_each_group_reports_its_bias_the_median_signed_error(
+    tmp_path: Path, catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bias is the median of model / measured - 1 (its sign says which way the model errs),
+    the median error the median of its absolute value; both in text, markdown and JSON."""
+    log = _log(tmp_path, "disagg", "agg", "per-rank batch")
+    s = score(catalog, log).scored
+    top = summaries(s)[0]
+    signed = s.ttft / s.measured_ttft - 1.0
+    assert top.ttft_bias == pytest.approx(float(np.median(signed)))
+    assert top.ttft_median == pytest.approx(float(np.median(np.abs(signed))))
+    assert top.tput_bias == pytest.approx(float(np.median(s.tput / s.measured_tput - 1.0)))
+    assert top.tpot_bias is not None and abs(top.tpot_bias) <= top.tpot_median + 1e-12
+    assert main([str(log)]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("all") and f"TTFT {top.ttft_bias:+6.1%}" in line
+    assert main([str(log), "--markdown"]) == 0
+    table = capsys.readouterr().out
+    assert "| TTFT bias |" in table and f"{top.ttft_bias:+.1%} |" in table
+    assert main([str(log), "--json"]) == 0
+    group = json.loads(capsys.readouterr().out)["groups"][0]
+    assert group["ttft_bias"] == pytest.approx(top.ttft_bias)
