@@ -132,6 +132,21 @@ def _copy(tmp_path: Path, old: str, new: str) -> Path:
         ("[engines.factors.sources]\nbandwidth = ", "[engines.factors.sources]\nx = ", "no source"),
         ("bandwidth = 1", "bandwidth = 0", r"\$\.engines\[0\]\.factors\[0\]\.bandwidth"),
         ('basis = "fitted-on-runs"', 'basis = "guessed"', "basis"),
+        (
+            "expert_prefill_time = { bf16 = 1.24,",
+            "expert_prefill_time = { bf16 = 0,",
+            r"\$\.engines\[1\]\.factors\[0\]\.expert_prefill_time\.bf16",
+        ),
+        (
+            "expert_prefill_time = { bf16 = 1.24,",
+            "expert_prefill_time = { int4 = 2, bf16 = 1.24,",
+            "int4",
+        ),
+        (
+            '\nexpert_prefill_time = "',
+            '\nx_prefill_time = "',
+            r"no source for \['expert_prefill_time'\]",
+        ),
     ],
 )
 def test_a_broken_engines_file_is_reported_by_file_and_path(
