@@ -33,7 +33,10 @@ engine's FP4 kernel ratio to TensorRT-LLM on the part alone.
 prints the error tables (pooled vs per-engine, fit and held-out; with
 ``--leave-one-model-out`` also per model left out of every fit) and, with ``--toml``, the
 contents of fleet/data/engines.toml (with each engine's closed-loop TTFT terms,
-``fleet.perf.ttft_fit``).
+``fleet.perf.ttft_fit``, and its kernel terms: TensorRT-LLM's block-scaled FP8 MoE time per
+expert held, ``fleet.perf.kernel_moe_grid``, and vLLM's and SGLang's MoE prefill times,
+``fleet.perf.kernel_moe_engines``). The fit reads the kernel terms the catalog carries, so after
+they change run ``--toml`` twice: the second run fits with them in place.
 """
 
 from __future__ import annotations
