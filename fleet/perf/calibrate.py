@@ -315,22 +315,16 @@ def _summary(group: str, err: Errors, mask: np.ndarray) -> ErrorSummary:
 def markdown_table(
     summaries: Sequence[ErrorSummary], first_column: str = "model on accelerator"
 ) -> str:
-    biased = bool(summaries) and all(s.ttft_bias is not None for s in summaries)
+    biases = [(s.tpot_bias, s.tput_bias, s.ttft_bias) for s in summaries]
+    biased = bool(summaries) and all(None not in b for b in biases)
     extra = " TPOT bias | tok/s/GPU bias | TTFT bias |" if biased else ""
     lines = [
         f"| {first_column} | rows | TPOT median | TPOT p90 | tok/s/GPU median"
         " | tok/s/GPU p90 | TTFT median | TTFT p90 |" + extra,
         "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" * 3 if biased else ""),
     ]
-    for s in summaries:
-        cells = (
-            f" {s.tpot_bias:+.1%} | {s.tput_bias:+.1%} | {s.ttft_bias:+.1%} |"
-            if biased
-            and s.tpot_bias is not None
-            and s.tput_bias is not None
-            and s.ttft_bias is not None
-            else ""
-        )
+    for s, b in zip(summaries, biases, strict=True):
+        cells = "".join(f" {v:+.1%} |" for v in b) if biased else ""
         lines.append(
             f"| {s.group} | {s.rows} | {s.tpot_median:.1%} | {s.tpot_p90:.1%} | "
             f"{s.tput_median:.1%} | {s.tput_p90:.1%} | {s.ttft_median:.1%} | {s.ttft_p90:.1%} |"

@@ -423,16 +423,14 @@ def _toml_factors(
             if basis != "fitted-on-runs" and name == "step_overhead":
                 source = STEP_SOURCE
             lines.append(f'{name} = "{source}"')
+    where = {
+        "parts": " and ".join(kt_systems(accs)),
+        "mean": ", geometric mean of the parts" if len(accs) > 1 else "",
+    }
     if grid_us is not None:
-        parts = " and ".join(kt_systems(accs))
-        mean = ", geometric mean of the parts" if len(accs) > 1 else ""
-        lines.append(
-            f'block_fp8_moe_local_expert_us = "{GRID_SOURCE.format(parts=parts, mean=mean)}"'
-        )
+        lines.append(f'block_fp8_moe_local_expert_us = "{GRID_SOURCE.format(**where)}"')
     if prefill:
-        parts = " and ".join(kt_systems(accs))
-        mean = ", geometric mean of the parts" if len(accs) > 1 else ""
-        lines.append(f'expert_prefill_time = "{PREFILL_SOURCE.format(parts=parts, mean=mean)}"')
+        lines.append(f'expert_prefill_time = "{PREFILL_SOURCE.format(**where)}"')
     return lines
 
 
@@ -443,8 +441,11 @@ def prefill_figure(
     mean); None where none."""
     if not terms or any(a not in terms for a in accs):
         return None
-    kinds = [k for k in terms[accs[0]] if all(k in terms[a] for a in accs)]
-    out = {k: math.exp(sum(math.log(terms[a][k]) for a in accs) / len(accs)) for k in kinds}
+    out = {
+        k: v
+        for k in terms[accs[0]]
+        if (v := grid_figure({a: terms[a][k] for a in accs if k in terms[a]}, accs)) is not None
+    }
     return out or None
 
 

@@ -83,10 +83,10 @@ def expert_prefill_terms(catalog: Catalog, engine_id: str) -> dict[str, dict[str
     if engine is None:
         return {}
     return {
-        a: f.expert_prefill_time.given()
+        a: given
         for f in engine.factors
+        if (given := f.expert_prefill_time.given())
         for a in f.accelerators
-        if f.expert_prefill_time.given()
     }
 
 
