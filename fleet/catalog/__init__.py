@@ -4,6 +4,8 @@ from fleet.catalog.load import Catalog, CatalogError, UnknownIdError, load_catal
 from fleet.catalog.schema import (
     BYTES_PER_ELEMENT,
     FOUR_BIT,
+    MOE_ROUTINGS,
+    MOE_SKEW_EP,
     PRECISIONS,
     Accelerator,
     Model,
@@ -14,6 +16,8 @@ from fleet.catalog.schema import (
 __all__ = [
     "BYTES_PER_ELEMENT",
     "FOUR_BIT",
+    "MOE_ROUTINGS",
+    "MOE_SKEW_EP",
     "PRECISIONS",
     "Accelerator",
     "Catalog",

@@ -336,6 +336,8 @@ def catalog_fields(model: Model) -> Fields:
     for table in tables:
         value = out[table]
         out[table] = None if value is None else msgspec.structs.asdict(value)
+    if out["moe"] is not None:
+        del out["moe"]["routing"]  # how the router loads experts: no config field says
     return out
 
 

@@ -181,6 +181,8 @@ def _model_problem(model: Model) -> tuple[str, str] | None:
         return "moe.dense_layers", "must be less than num_layers"
     if model.fp8_block_scaled and "fp8_block_scaled" not in model.sources:
         return "sources.fp8_block_scaled", "required when fp8_block_scaled is set"
+    if moe is not None and moe.routing is not None and "moe_routing" not in model.sources:
+        return "sources.moe_routing", "required when moe.routing is set"
     return None
 
 

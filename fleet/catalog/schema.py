@@ -40,6 +40,14 @@ and NVFP4 Llama checkpoints keep only the lm_head at 16 bits)."""
 
 MemoryKind = Literal["hbm", "sram"]
 
+MoeRouting = Literal["power_law_1.01", "power_law_1.2"]
+MOE_ROUTINGS: tuple[MoeRouting, ...] = ("power_law_1.01", "power_law_1.2")
+"""Expert-load distributions a model's router is taken to follow: aiconfigurator-core's power
+laws (its MoE tables' ``distribution``; alpha 1.01 or 1.2), against which its kernels are
+timed beside balanced routing (``fleet.perf.kernel_moe_skew``)."""
+MOE_SKEW_EP: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""Expert-parallel widths at which a part's routing skew is given (the MoE tables' widths)."""
+
 
 class Frozen(Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """Base of every catalog type: immutable, unknown fields rejected."""
@@ -188,6 +196,27 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     mamba_conv_prefill_bandwidth_fraction: PositiveFloat | None = None
     """Mamba2 prefill: the causal convolution over a prompt's x, B and C channels (each read
     and written once, BF16), as a fraction of HBM bandwidth."""
+    moe_routing_skew: MoeRoutingSkew | None = None
+    """How much longer the most-loaded expert-parallel rank's routed experts take than the
+    balanced router's, per routing and width; absent where the tables lack power-law rows."""
+
+
+SkewCurve = Annotated[
+    tuple[Annotated[float, Meta(ge=1, le=10)], ...],
+    Meta(min_length=len(MOE_SKEW_EP), max_length=len(MOE_SKEW_EP)),
+]
+
+
+class MoeRoutingSkew(Frozen, frozen=True, kw_only=True):
+    """Per routing of ``MOE_ROUTINGS``, at each width of ``MOE_SKEW_EP``: the most-loaded rank's
+    routed-expert time over the balanced router's, on compute-bound calls
+    (``fleet.perf.kernel_moe_skew``)."""
+
+    power_law_1_01: SkewCurve
+    power_law_1_2: SkewCurve
+
+    def curve(self, routing: MoeRouting) -> tuple[float, ...]:
+        return getattr(self, routing.replace(".", "_"))
 
 
 class PartialKernelFigures(Frozen, frozen=True, kw_only=True):
@@ -427,6 +456,10 @@ class Moe(Frozen, frozen=True, kw_only=True):
     """Leading layers with a dense FFN (``first_k_dense_replace``)."""
     moe_layer_interval: PositiveInt = 1
     """Every n-th layer is MoE, the others dense (Llama-4 ``interleave_moe_layer_step``)."""
+    routing: MoeRouting | None = None
+    """The expert-load distribution the router is taken to follow (``sources.moe_routing``
+    says whose); its skew slows the routed experts' compute on the most-loaded rank. None:
+    balanced routing, every rank an equal share."""
     latent_size: NonNegativeInt = 0
     """Latent MoE (Nemotron 3 Super/Ultra ``moe_latent_size``): each token is projected from the
     hidden width to this width before the routed experts, which work in it, and back after

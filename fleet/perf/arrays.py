@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fleet.catalog import FOUR_BIT, PRECISIONS, Catalog, Model
+from fleet.catalog import FOUR_BIT, MOE_ROUTINGS, MOE_SKEW_EP, PRECISIONS, Catalog, Model
 from fleet.catalog.compressed import INDEX_KEY_BYTES_PER_ELEMENT, compressor_state_bytes
 from fleet.catalog.engines import EXPERT_KINDS
 from fleet.catalog.params import (
@@ -68,6 +68,9 @@ class ModelArrays:
     """experts_per_token / num_experts (0 for dense models)."""
     num_experts: IntArray
     """Routed experts per MoE layer (0 for dense models)."""
+    moe_routing: IntArray
+    """Index of the router's expert-load distribution in ``MOE_ROUTINGS`` (``Moe.routing``);
+    -1 for balanced routing and dense models."""
     fp8_block_scaled: FloatArray
     """1.0 where the model's FP8 checkpoint is block-scaled (``Model.fp8_block_scaled``)."""
     experts_per_token: FloatArray
@@ -219,6 +222,10 @@ class AcceleratorArrays:
     dsa_call_s: FloatArray
     """Fixed time of a DeepSeek Sparse Attention layer's attention module per forward pass
     (``transfer.ResolvedEfficiency.dsa_call_us``)."""
+    moe_routing_skew: FloatArray
+    """(n, R, W) the most-loaded expert-parallel rank's routed-expert compute time over the
+    balanced router's, per routing of ``MOE_ROUTINGS`` and width of ``MOE_SKEW_EP``
+    (``transfer.ResolvedEfficiency.moe_routing_skew``; ``fleet.perf.kernel_moe_skew``)."""
     request_overhead_s: FloatArray
     """Per-request serving cost outside the forward passes, in a benchmark's TTFT (pooled, or
     the engine's: ``fleet.perf.closed_loop``)."""
@@ -432,6 +439,9 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
                 moe.experts_per_token / moe.num_experts if moe is not None else 0.0
             ),
             "num_experts": moe.num_experts if moe is not None else 0,
+            "moe_routing": (
+                MOE_ROUTINGS.index(moe.routing) if moe is not None and moe.routing else -1
+            ),
             "fp8_block_scaled": 1.0 if model.fp8_block_scaled else 0.0,
             "experts_per_token": moe.experts_per_token if moe is not None else 0,
             "vocab_size": model.vocab_size,
@@ -461,7 +471,7 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
         }
         for key, value in row.items():
             rows[key].append(value)
-    ints = {"num_layers", "moe_layers", "num_heads", "num_kv_heads", "num_experts"}
+    ints = {"num_layers", "moe_layers", "num_heads", "num_kv_heads", "num_experts", "moe_routing"}
     ints.add("four_bit_companion")
     ints |= {"sliding_num_heads", "sliding_num_kv_heads"}
     columns: dict[str, Any] = {
@@ -622,6 +632,9 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         moe_call_s=col(lambda a: eff[a.id].moe_call_us * 1e-6),
         moe_fp4_call_s=col(lambda a: eff[a.id].moe_fp4_call_us * 1e-6),
         dsa_call_s=col(lambda a: eff[a.id].dsa_call_us * 1e-6),
+        moe_routing_skew=np.array(
+            [eff[a.id].moe_routing_skew for a in accs], dtype=np.float64
+        ).reshape(n, len(MOE_ROUTINGS), len(MOE_SKEW_EP)),
         request_overhead_s=col(lambda a: REQUEST_OVERHEAD_S),
         prefill_first=col(lambda a: 0.0),
         kv_of_free_memory=col(lambda a: 0.0),

@@ -44,7 +44,7 @@ BENCHMARK_WAVES = 6.0
 """Waves of ``batch`` requests a closed-loop benchmark runs, chosen with ``REQUEST_OVERHEAD_S`` on
 the TTFTs of the measured Hopper runs (docs/calibration.md), where 4-12 waves fit about equally
 well."""
-REQUEST_OVERHEAD_S = 0.085
+REQUEST_OVERHEAD_S = 0.0775
 """Per-request serving cost outside the forward passes, pooled over engines (engines.toml carries
 each engine's own): the value on a 2.5 ms grid with the smallest median absolute TTFT error on the
 fit series of the calibration's held-out check (seeded three quarters of all run series, the

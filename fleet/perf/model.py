@@ -77,9 +77,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, PRECISIONS
+from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, MOE_SKEW_EP, PRECISIONS
 from fleet.catalog.engines import EXPERT_KINDS
-from fleet.perf.arrays import CatalogArrays, ModelArrays
+from fleet.perf.arrays import AcceleratorArrays, CatalogArrays, ModelArrays
 from fleet.perf.block_sparse import block_sparse_terms, index_heads_per_device
 from fleet.perf.closed_loop import prefill_share_in_decode, scheduler_bursts, ttft_closed_loop
 from fleet.perf.comm import Links, StageComm, pipeline_hop_s
@@ -147,6 +147,28 @@ def _row_kinds(M: ModelArrays) -> np.ndarray:
         + ((M.csa_layers + M.hca_layers) > 0) * _COMPRESSED
         + (M.four_bit_companion != _BF16) * _COMPANION
     ).astype(np.int64)
+
+
+def routing_skew(
+    A: AcceleratorArrays, M: ModelArrays, a: np.ndarray, m: np.ndarray, ep: FloatArray
+) -> FloatArray:
+    """Per row: the most-loaded expert-parallel rank's routed-expert compute over an even
+    share, at the row's ep (log2-interpolated between ``MOE_SKEW_EP``, flat beyond), for the
+    model's routing on the part (1 for balanced routing and dense models)."""
+    routing = M.moe_routing[m]
+    out = np.ones_like(ep)
+    skewed = np.flatnonzero(routing >= 0)
+    if skewed.size == 0:
+        return out
+    acc, r = a[skewed], routing[skewed]
+    x = np.clip(np.log2(ep[skewed]), 0.0, np.log2(MOE_SKEW_EP[-1]))
+    grid = np.log2(np.asarray(MOE_SKEW_EP, dtype=np.float64))
+    hi = np.clip(np.searchsorted(grid, x, side="right"), 1, grid.size - 1)
+    lo = hi - 1
+    w = (x - grid[lo]) / (grid[hi] - grid[lo])
+    curves = A.moe_routing_skew
+    out[skewed] = curves[acc, r, lo] * (1.0 - w) + curves[acc, r, hi] * w
+    return out
 
 
 def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
@@ -455,7 +477,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     # devices), plus per decode token the LM head and attention over the decode context, per
     # prefill token attention over the prefill context (at BF16), both on the busy ranks.
     replicated_per_token_s = 2.0 * tfrac * replicated / (tp * flops_r)
-    expert_per_token_s = 2.0 * tfrac * active_experts / (n * flops)
+    expert_per_token_s = 2.0 * tfrac * active_experts / (n * flops) * routing_skew(A, M, a, m, ep)
     # on prefill tokens the experts' grouped GEMMs run at the engine's own prefill-sized MoE
     # kernels, a measured multiple of TensorRT-LLM's per expert kind (1 for the pooled default)
     expert_prefill_per_token_s = expert_per_token_s

@@ -45,7 +45,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fleet.catalog import FOUR_BIT, PRECISIONS, Accelerator, Catalog, Precision
+from fleet.catalog import (
+    FOUR_BIT,
+    MOE_ROUTINGS,
+    MOE_SKEW_EP,
+    PRECISIONS,
+    Accelerator,
+    Catalog,
+    Precision,
+)
 from fleet.catalog.schema import KernelFigures
 
 Fractions = dict[Precision, float]
@@ -97,6 +105,12 @@ class ResolvedEfficiency:
     dsa_call_us: float = 0.0
     """Fixed time of a DeepSeek Sparse Attention layer's attention module per forward pass: the
     part's measured figure, else the family's; 0 on parts without kernel tables."""
+    moe_routing_skew: tuple[tuple[float, ...], ...] = tuple(
+        tuple(1.0 for _ in MOE_SKEW_EP) for _ in MOE_ROUTINGS
+    )
+    """Per routing of ``MOE_ROUTINGS``, per width of ``MOE_SKEW_EP``: the most-loaded rank's
+    routed-expert time over the balanced router's. The part's measured curves, else the
+    family's (geometric mean; an estimate); 1 (balanced) on parts without kernel tables."""
 
 
 def _given(acc: Accelerator) -> ResolvedEfficiency:
@@ -135,6 +149,26 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         moe_call_us=_kernel_or(acc, "moe_call_us", 0.0),
         moe_fp4_call_us=_kernel_or(acc, "moe_fp4_call_us", _kernel_or(acc, "moe_call_us", 0.0)),
         dsa_call_us=_kernel_or(acc, "dsa_call_us", 0.0),
+        **({"moe_routing_skew": skew} if (skew := _skew(acc)) is not None else {}),
+    )
+
+
+def _skew(acc: Accelerator) -> tuple[tuple[float, ...], ...] | None:
+    """The part's measured routing-skew curves, None where it has none."""
+    k = acc.kernel
+    if k is None or k.moe_routing_skew is None:
+        return None
+    return tuple(k.moe_routing_skew.curve(r) for r in MOE_ROUTINGS)
+
+
+def _family_skew(family: list[Accelerator]) -> tuple[tuple[float, ...], ...] | None:
+    """The geometric mean of the family's measured skew curves, point by point."""
+    curves = [c for c in (_skew(f) for f in family) if c is not None]
+    if not curves:
+        return None
+    return tuple(
+        tuple(_geomean([c[r][w] for c in curves]) for w in range(len(MOE_SKEW_EP)))
+        for r in range(len(MOE_ROUTINGS))
     )
 
 
@@ -284,6 +318,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         moe_call_us=call_us,
         moe_fp4_call_us=k.moe_fp4_call_us or call_us,
         dsa_call_us=k.dsa_call_us or _geomean_or_zero([_given(f).dsa_call_us for f in family]),
+        moe_routing_skew=_skew(acc) or _family_skew(family) or base.moe_routing_skew,
     )
 
 

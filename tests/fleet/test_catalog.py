@@ -85,6 +85,7 @@ def test_every_source_key_names_a_field_and_says_something(catalog: Catalog, tab
         names = {f.name for f in msgspec.structs.fields(entry)}
         if table == "models":
             names.add("architecture")
+            names.add("moe_routing")  # the source of moe.routing (fleet.catalog.load requires it)
         assert set(entry.sources) <= names, f"{entry.id}: {set(entry.sources) - names}"
         assert all(len(text) >= 10 for text in entry.sources.values()), entry.id
 
@@ -223,6 +224,28 @@ def _broken_copy(tmp_path: Path, file: str, old: str, new: str) -> Path:
             'basis = "hopper-transfer-estimate"\ntransfer_from = ["h100-sxm", "h200-sxm"]\n'
             'caveats = [\n  "figures transferred from Hopper through vLLM',
             "family_kernel (id 'b60'): only for basis 'kernel-transfer'",
+        ),
+        (
+            "models.toml",
+            'moe_routing = "aiconfigurator-core 0.12.0 (PyPI, Apache-2.0) serves this '
+            "architecture with power-law expert loads: sdk/config.py workload_distribution = "
+            "power_law, sdk/models/moe.py (MOE family: Qwen3MoeForCausalLM, GptOssForCausalLM, "
+            'MiniMaxM2ForCausalLM, MixtralForCausalLM) alpha 1.2"\n',
+            "",
+            "sources.moe_routing (id 'qwen3-30b-a3b'): required when moe.routing is set",
+        ),
+        ("models.toml", 'routing = "power_law_1.2"', 'routing = "zipf"', "routing"),
+        (
+            "accelerators.toml",
+            "power_law_1_01 = [1.03, 1.13,",
+            "power_law_1_01 = [1.13,",
+            "power_law_1_01",
+        ),
+        (
+            "accelerators.toml",
+            "power_law_1_01 = [1.03, 1.13,",
+            "power_law_1_01 = [0.5, 1.13,",
+            "power_law_1_01",
         ),
     ],
 )

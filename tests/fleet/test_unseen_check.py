@@ -64,8 +64,9 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
     own kernel 12.8% / 12.2% / 31.9%; since each engine's MoE kernels take their own prefill time
     (``EngineFactors.expert_prefill_time``) 12.7% / 12.2% / 31.1%. The 2,687 rows no fit reads
     (the reference runs set apart) read 13.9% / 14.2% / 35.1%, then 13.7% / 14.2% / 33.8%
-    (33.9% TTFT once TensorRT-LLM's reference rows were its gated kernels only), not to lose more
-    than a point of either."""
+    (33.9% TTFT once TensorRT-LLM's reference rows were its gated kernels only; 33.7% since MoE
+    layers pay their routing skew, fleet.perf.kernel_moe_skew), not to lose more than a point of
+    either."""
     assert _median(sample, "tpot") <= 0.131 + 0.01
     assert _median(sample, "tput") <= 0.128 + 0.01
     assert _median(sample, "ttft") <= 0.318 + 0.01
@@ -80,7 +81,7 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="known gap: on the sample's 2,687 rows no fit reads the medians are 13.7% TPOT, "
-    "14.2% tokens/s per GPU and 33.9% TTFT (12.7% / 12.1% / 31.1% with the 1,112 reference runs "
+    "14.2% tokens/s per GPU and 33.7% TTFT (12.7% / 12.2% / 31.0% with the 1,112 reference runs "
     "in; docs/calibration.md, the unseen check)",
 )
 @pytest.mark.parametrize("figure", list(BARS))
