@@ -20,6 +20,8 @@ Per configuration (docs/performance-model.md has the derivations):
                (BF16 for weight-only formats such as FP4 on Hopper) x f_flops; attention in BF16,
                decode attention at the BF16 f_flops, prefill (flash) attention at its own
                measured fraction of the BF16 peak (``prefill_attention_flops_fraction``);
+               routed experts' FLOPs x the routing skew at the row's ep (the most-loaded
+               rank's share over an even one, ``routing_skew``; ``fleet.perf.kernel_moe_skew``);
    comm s    = ``fleet.perf.comm.StageComm``.
    Stage time = roof(compute, memory) + comm, roof = a smooth max (``_roof``).
 3. Decode step of the replica (``step_s``): pp stage times (a stream's token passes every stage;

@@ -57,6 +57,10 @@ from fleet.catalog import (
 from fleet.catalog.schema import KernelFigures
 
 Fractions = dict[Precision, float]
+BALANCED: tuple[tuple[float, ...], ...] = tuple(
+    tuple(1.0 for _ in MOE_SKEW_EP) for _ in MOE_ROUTINGS
+)
+"""Routing skew curves of a part without them: every rank an even share."""
 EIGHT_BIT: frozenset[Precision] = frozenset({"fp8", "int8", "fp4"})
 """Precisions whose FLOP fraction is the 8-bit figure (``Efficiency.fp8_flops_fraction``)."""
 
@@ -105,9 +109,7 @@ class ResolvedEfficiency:
     dsa_call_us: float = 0.0
     """Fixed time of a DeepSeek Sparse Attention layer's attention module per forward pass: the
     part's measured figure, else the family's; 0 on parts without kernel tables."""
-    moe_routing_skew: tuple[tuple[float, ...], ...] = tuple(
-        tuple(1.0 for _ in MOE_SKEW_EP) for _ in MOE_ROUTINGS
-    )
+    moe_routing_skew: tuple[tuple[float, ...], ...] = BALANCED
     """Per routing of ``MOE_ROUTINGS``, per width of ``MOE_SKEW_EP``: the most-loaded rank's
     routed-expert time over the balanced router's. The part's measured curves, else the
     family's (geometric mean; an estimate); 1 (balanced) on parts without kernel tables."""
@@ -149,7 +151,7 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         moe_call_us=_kernel_or(acc, "moe_call_us", 0.0),
         moe_fp4_call_us=_kernel_or(acc, "moe_fp4_call_us", _kernel_or(acc, "moe_call_us", 0.0)),
         dsa_call_us=_kernel_or(acc, "dsa_call_us", 0.0),
-        **({"moe_routing_skew": skew} if (skew := _skew(acc)) is not None else {}),
+        moe_routing_skew=_skew(acc) or BALANCED,
     )
 
 
@@ -318,7 +320,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         moe_call_us=call_us,
         moe_fp4_call_us=k.moe_fp4_call_us or call_us,
         dsa_call_us=k.dsa_call_us or _geomean_or_zero([_given(f).dsa_call_us for f in family]),
-        moe_routing_skew=_skew(acc) or _family_skew(family) or base.moe_routing_skew,
+        moe_routing_skew=_skew(acc) or _family_skew(family) or BALANCED,
     )
 
 
