@@ -48,7 +48,8 @@ REQUEST_OVERHEAD_S = 0.0775
 """Per-request serving cost outside the forward passes, pooled over engines (engines.toml carries
 each engine's own): the value on a 2.5 ms grid with the smallest median absolute TTFT error on the
 fit series of the calibration's held-out check (seeded three quarters of all run series, the
-pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 80 ms before InferenceX's
+pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 85 ms before MoE layers
+paid their routing skew (``fleet.perf.kernel_moe_skew``); 80 ms before InferenceX's
 runs were read at their drawn lengths (``fleet.perf.protocol``); 62.5 ms on the draw before the
 held-out quarter was drawn over every run series and devices had their reported memory; 50 ms
 before that, chosen by hand on all runs."""
