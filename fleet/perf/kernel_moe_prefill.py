@@ -48,8 +48,11 @@ PREFILL_TOKENS = 1024
 """Calls of at least this many tokens: a prefill chunk (1k-8k tokens), far above a decode step."""
 CHECK_TOKENS = 256
 """``check``'s calls: at least this many tokens (decode steps carry <= 64)."""
-PRECISION: dict[str, Precision] = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4"}
-"""MoE table dtype (our name) or expert kind -> the precision whose peak the model charges at."""
+PRECISION: dict[str, Precision] = {
+    "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "mxfp4": "fp4",
+}  # fmt: skip
+"""MoE table dtype (our name) or expert kind -> the precision whose peak the model charges it at
+(MXFP4 x MXFP8 experts: the 4-bit kind's, FP4)."""
 KIND_DTYPES: dict[str, tuple[str, ...]] = {
     "bf16": ("bf16",),
     "fp8": ("fp8",),
@@ -91,7 +94,7 @@ def _fit_dtype(
 ) -> tuple[kf.KernelFit, float] | None:
     """The fitted fraction's fit and the dense fraction's held-out median error on ``dtype``'s
     prefill calls."""
-    peak_tflops = acc.peak_tflops.get(PRECISION[dtype if dtype != "mxfp4" else "fp4"])
+    peak_tflops = acc.peak_tflops.get(PRECISION[dtype])
     streaming = _streaming(acc, dtype)
     if peak_tflops is None or streaming is None:
         return None
