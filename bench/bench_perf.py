@@ -47,6 +47,7 @@ def random_configs(n: int, n_models: int, n_systems: int, seed: int = 0) -> Conf
         spec_draft_tokens=k,
         spec_acceptance=np.where(k > 0, rng.uniform(0.5, 0.9, n), 0.0),
         lengths_vary=np.zeros(n, dtype=bool),
+        recv_interval=np.ones(n, dtype=np.int64),
     )
 
 

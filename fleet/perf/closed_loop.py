@@ -25,6 +25,13 @@ What a wave looks like depends on the engine's scheduler:
 outside the forward passes (HTTP, tokenization, scheduling, first detokenization): pooled,
 ``REQUEST_OVERHEAD_S``; per engine, fitted on its runs (``fleet.perf.ttft_fit``).
 
+A scheduler that polls for new requests only every N decode steps while it decodes (SGLang's
+``--scheduler-recv-interval N``; its ``SchedulerRecvSkipper`` counts a decode step as 1 and any
+prefill step as enough to poll at once, and an idle scheduler polls continuously) holds a
+request that arrives at a decoding replica until the count comes round: uniform over the N
+steps, (N - 1) / 2 decode steps on average (``recv_wait_s``). Only requests that arrive while
+the replica decodes pay it: the staggered waves, not a burst that starts an idle replica.
+
 Whether the benchmark's lengths vary is the benchmark's own (``Configs.lengths_vary``). One that
 draws each request's prompt and output length from a range (vLLM's ``benchmark_serving.py``
 random dataset at ``--random-range-ratio r < 1``: each length uniform on [int(r L), L]) ends a
@@ -38,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleet.perf.types import BoolArray, FloatArray
+from fleet.perf.types import BoolArray, FloatArray, IntArray
 
 BENCHMARK_WAVES = 6.0
 """Waves of ``batch`` requests a closed-loop benchmark runs, chosen with ``REQUEST_OVERHEAD_S`` on
@@ -82,6 +89,12 @@ def prefill_share_in_decode(prefill_first: FloatArray) -> FloatArray:
     return 1.0 - 0.5 * prefill_first
 
 
+def recv_wait_s(recv_interval: IntArray, step_s: FloatArray) -> FloatArray:
+    """Mean wait of a request arriving at a decoding replica for the scheduler's next poll:
+    (interval - 1) / 2 decode steps of ``step_s`` (module docstring); 0 at interval 1."""
+    return 0.5 * (recv_interval - 1.0) * step_s
+
+
 def ttft_closed_loop(
     burst_s: FloatArray,
     staggered_s: FloatArray,
@@ -89,7 +102,8 @@ def ttft_closed_loop(
     request_overhead_s: FloatArray,
 ) -> FloatArray:
     """Mean TTFT over the benchmark: burst waves at ``burst_s`` (the mean wait for half a wave's
-    prefills, then a decode step), the others at ``staggered_s``, plus the request overhead."""
+    prefills, then a decode step), the others at ``staggered_s`` (their poll wait included),
+    plus the request overhead."""
     share = burst_share(prefill_first)
     return request_overhead_s + share * burst_s + (1.0 - share) * staggered_s
 

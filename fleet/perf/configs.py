@@ -10,7 +10,8 @@ names are ``fleet.catalog.PRECISIONS``; the KV-cache precision defaults per row 
 it per row as a ``Problem`` code. ``isl`` counts the whole prompt; ``prefix_cached_tokens``
 (default 0) is the part of it whose KV the prefix cache supplies (prefill skipped, KV held).
 ``lengths_vary`` (default False) says whether the closed-loop benchmark the ``*_burst_s`` figures
-model draws its lengths from a range (``isl`` and ``osl`` then being the range's means).
+model draws its lengths from a range (``isl`` and ``osl`` then being the range's means);
+``recv_interval`` (default 1) is the scheduler's request-poll interval in decode steps.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def make_configs(
     spec_draft_tokens: NumLike = 0,
     spec_acceptance: NumLike = 0.0,
     lengths_vary: bool | Sequence[bool] | np.ndarray = False,
+    recv_interval: NumLike = 1,
 ) -> Configs:
     """Resolve ids and broadcast everything to one row per configuration."""
     if (system is None) == (accelerator is None):
@@ -108,11 +110,14 @@ def make_configs(
         np.asarray(spec_acceptance, dtype=np.float64),
         _ints("prefix_cached_tokens", prefix_cached_tokens),
         np.asarray(lengths_vary, dtype=bool),
+        _ints("recv_interval", recv_interval),
         *([] if kv_precision is None else [resolve("kv precision", kv_precision, PRECISIONS)]),
     )
     flat = [np.ascontiguousarray(p).reshape(-1) for p in parts]
-    m, s, w, t, p, d, e, b, i, o, k, a, cached, vary = flat[:14]
-    kv = flat[14] if kv_precision is not None else default_kv_precision(catalog, s, w)
+    m, s, w, t, p, d, e, b, i, o, k, a, cached, vary, recv = flat[:15]
+    if np.any(recv < 1):
+        raise InputError("recv_interval: must be at least 1 (decode steps between polls)")
+    kv = flat[15] if kv_precision is not None else default_kv_precision(catalog, s, w)
     return Configs(
         model=m.astype(np.int64),
         system=s.astype(np.int64),
@@ -129,6 +134,7 @@ def make_configs(
         spec_draft_tokens=k,
         spec_acceptance=a.astype(np.float64),
         lengths_vary=vary.astype(bool),
+        recv_interval=recv,
     )
 
 

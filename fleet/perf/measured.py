@@ -47,7 +47,7 @@ import numpy as np
 from fleet.catalog import Catalog
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
-from fleet.perf.protocol import mean_length, range_ratio
+from fleet.perf.protocol import mean_length, range_ratio, recv_interval
 from fleet.perf.types import Configs, FloatArray, IntArray
 
 QUANT_PRECISIONS = {
@@ -124,6 +124,9 @@ class Run:
     logged_osl: int = 0
     lengths_vary: bool = False
     """The benchmark drew its lengths from a range (``fleet.perf.protocol``)."""
+    recv_interval: int = 1
+    """The server's scheduler polled for new requests every this many decode steps
+    (``fleet.perf.protocol.recv_interval``)."""
 
     @property
     def gpus(self) -> int:
@@ -270,6 +273,15 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         logged_isl=isl,
         logged_osl=osl,
         lengths_vary=ratio < 1.0,
+        recv_interval=recv_interval(
+            row,
+            model=model.id,
+            precision=QUANT_PRECISIONS[quant],
+            accelerator=system.accelerator,
+            tp=worker.tp,
+            dp=worker.dp,
+            users=concurrency,
+        ),
     )
 
 
@@ -288,6 +300,7 @@ def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
         isl=[r.isl for r in runs],
         osl=[r.osl for r in runs],
         lengths_vary=[r.lengths_vary for r in runs],
+        recv_interval=[r.recv_interval for r in runs],
     )
     return MeasuredRuns(
         configs=configs,

@@ -83,7 +83,12 @@ from fleet.catalog import BYTES_PER_ELEMENT, FOUR_BIT, MOE_SKEW_EP, PRECISIONS
 from fleet.catalog.engines import EXPERT_KINDS
 from fleet.perf.arrays import AcceleratorArrays, CatalogArrays, ModelArrays
 from fleet.perf.block_sparse import block_sparse_terms, index_heads_per_device
-from fleet.perf.closed_loop import prefill_share_in_decode, scheduler_bursts, ttft_closed_loop
+from fleet.perf.closed_loop import (
+    prefill_share_in_decode,
+    recv_wait_s,
+    scheduler_bursts,
+    ttft_closed_loop,
+)
 from fleet.perf.comm import Links, StageComm, pipeline_hop_s
 from fleet.perf.compressed import compressed_work
 from fleet.perf.memory import kv_tokens_held, memory_terms, weight_bytes_per_device
@@ -640,9 +645,10 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     hops_w = hops_p + (hops_a - hops_d) / chunk * wave_extra
     prefill_wave_s = (passes + pp - 1.0) * (_roof(comp_w, mem_w) + comm_w) + hops_w
     prefill_wave_s = prefill_wave_s + passes * overhead
-    ttft_burst = ttft_closed_loop(
-        first_wave + step_s, ttft + agg_step, bursts, A.request_overhead_s[a]
-    )
+    # A staggered arrival meets a decoding replica: the step in flight, the scheduler's next
+    # poll for new requests (closed_loop.recv_wait_s), then its own prefill and first step.
+    staggered = ttft + agg_step + recv_wait_s(c.recv_interval, step_s)
+    ttft_burst = ttft_closed_loop(first_wave + step_s, staggered, bursts, A.request_overhead_s[a])
     request_s = ttft + (osl - 1.0) * tpot
     devices = (tp * dp * pp).astype(np.int64)
     per_replica = batch * osl / request_s

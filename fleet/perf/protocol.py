@@ -18,6 +18,20 @@ draws them; r = 1: fixed), in order:
    ``model=GPT-OSS-120B``, and carry its serving images);
 3. otherwise 1 (fixed lengths).
 
+How often the server's scheduler polls for new requests (``recv_interval``; ``Run.recv_interval``,
+``Configs.recv_interval``): 1 (every decode step, every engine's default) unless the row is an
+aggregated SGLang run of InferenceX whose recipe sets ``--scheduler-recv-interval``. The logs do
+not record the flag; the recipes do, per model, precision, GPU, tensor-parallel width and
+concurrency (``SGLANG_RECV_RULES``, read from SemiAnalysisAI/InferenceX
+``benchmarks/single_node/<recipe>.sh`` at commit 5632483, the revision whose
+``.github/configs/nvidia-master.yaml`` names the images of the rows' months; the older
+``benchmarks/<recipe>.sh`` layout, commit 1fc5d73c, has the same DeepSeek-R1 rules). Where a
+recipe's revisions differ, the rule is the one of the revision that ran the row's image
+(Qwen3.5 FP8 on B200: the v0.5.9 rows ran the revision with 30 from 16 users, commits 3e2ebc03
+and 01fa35cf; later revisions switch above 4 users). Recipes that pass no interval (DeepSeek-R1
+FP8 on H200, GLM-5 FP8 on B200 / B300 / H200, Qwen3.5 FP8 on H200) and runs with
+data-parallel attention (the DeepSeek-R1 FP4 recipe then passes 1) poll every step.
+
 InferenceX also sends ten prompts per unit of concurrency (``--num-prompts $((CONC * 10))``);
 the model keeps its fitted ``closed_loop.BENCHMARK_WAVES`` for every log (docs/calibration.md has
 the measurement with ten waves for these rows, which reads the held-out runs worse).
@@ -26,6 +40,7 @@ the measurement with ten waves for these rows, which reads the held-out runs wor
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 INFERENCEX_RANGE_RATIO = 0.8
 """InferenceX's ``RANDOM_RANGE_RATIO`` (module docstring)."""
@@ -54,3 +69,72 @@ def range_ratio(row: Mapping[str, str]) -> float:
         return ratio
     source = row.get("silicon_data_source") or ""
     return INFERENCEX_RANGE_RATIO if any(m in source for m in INFERENCEX_MARKERS) else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RecvRule:
+    """An InferenceX SGLang recipe's ``--scheduler-recv-interval``: ``high`` from ``from_users``
+    concurrent users on, ``low`` below; ``tp4`` instead at tensor-parallel width 4 where the
+    recipe sets its own."""
+
+    low: int
+    high: int
+    from_users: int
+    tp4: int | None = None
+
+
+_DEEPSEEK_FP8 = RecvRule(low=10, high=30, from_users=16, tp4=10)
+_FROM_16 = RecvRule(low=10, high=30, from_users=16)
+_FIXED_10 = RecvRule(low=10, high=10, from_users=1)
+_DEEPSEEK = ("deepseek-r1", "deepseek-v3")
+"""InferenceX's DeepSeek recipes (dsr1_*) serve DeepSeek-R1; aiconfigurator-core's export of its
+database labels those runs (ids ``dsr1_...``) DeepSeek-V3."""
+SGLANG_RECV_RULES: dict[tuple[str, str, str], RecvRule] = {
+    # (catalog model, weight precision, accelerator): the recipe's rule (module docstring).
+    # dsr1_fp8_b200.sh / dsr1_fp8_b300.sh: tp 8 -> 30 at >= 16 users, else 10; tp 4 -> 10.
+    **{
+        (m, "fp8", a): _DEEPSEEK_FP8
+        for m in ("deepseek-r1", "deepseek-v3")
+        for a in ("b200", "b300")
+    },
+    # dsr1_fp4_b200.sh / dsr1_fp4_b300.sh: 30 at >= 16 users, else 10 (1 with dp attention).
+    **{(m, "fp4", a): _FROM_16 for m in _DEEPSEEK for a in ("b200", "b300")},
+    # glm5_fp4_b200.sh: 10 always.
+    ("glm-5", "fp4", "b200"): _FIXED_10,
+    # qwen3.5_bf16_b200.sh, qwen3.5_bf16_b300.sh, qwen3.5_fp4_b300.sh: 30 at >= 16 users, else 10.
+    ("qwen3.5-397b-a17b", "bf16", "b200"): _FROM_16,
+    ("qwen3.5-397b-a17b", "bf16", "b300"): _FROM_16,
+    ("qwen3.5-397b-a17b", "fp4", "b300"): _FROM_16,
+    # qwen3.5_fp8_b200.sh at the v0.5.9 image (commits 3e2ebc03, 01fa35cf): 30 at >= 16 users.
+    ("qwen3.5-397b-a17b", "fp8", "b200"): _FROM_16,
+    # qwen3.5_fp4_b200.sh (commit 5632483): 30 above 4 users, else 10.
+    ("qwen3.5-397b-a17b", "fp4", "b200"): RecvRule(low=10, high=30, from_users=5),
+    # qwen3.5_fp8_b300.sh: 10 always.
+    ("qwen3.5-397b-a17b", "fp8", "b300"): _FIXED_10,
+}
+"""InferenceX's aggregated SGLang recipes that set ``--scheduler-recv-interval``."""
+
+
+def recv_interval(
+    row: Mapping[str, str],
+    *,
+    model: str,
+    precision: str,
+    accelerator: str,
+    tp: int,
+    dp: int,
+    users: int,
+) -> int:
+    """Decode steps between the scheduler's polls for new requests in the row's run (module
+    docstring): its InferenceX SGLang recipe's rule for an aggregated run, else 1."""
+    source = row.get("silicon_data_source") or ""
+    if (row.get("backend") or "").strip() != "sglang" or (row.get("mode") or "agg") != "agg":
+        return 1
+    if not any(m in source for m in INFERENCEX_MARKERS) or dp > 1:
+        return 1
+    rule = SGLANG_RECV_RULES.get((model, precision, accelerator))
+    if rule is None:
+        return 1
+    if tp == 4 and rule.tp4 is not None:
+        return rule.tp4
+    return rule.high if users >= rule.from_users else rule.low

@@ -73,6 +73,11 @@ class Configs:
     and output length from a range (``isl`` and ``osl`` are then the range's means), so a wave's
     requests finish apart and later waves arrive staggered under any scheduler
     (``fleet.perf.closed_loop``); False: fixed lengths."""
+    recv_interval: IntArray
+    """Decode steps between the scheduler's polls for new requests while it decodes (SGLang's
+    ``--scheduler-recv-interval``; 1, every engine's default, polls every step): a request that
+    arrives at a decoding replica waits (interval - 1) / 2 steps on average before its prefill
+    can start (``fleet.perf.closed_loop.recv_wait_s``)."""
 
     def __len__(self) -> int:
         return int(self.model.shape[0])

@@ -1,5 +1,6 @@
-"""A log row's benchmark lengths (fleet.perf.protocol): drawn lengths are read at their range's
-mean, and a benchmark of drawn lengths brings later waves in staggered under any scheduler."""
+"""A log row's benchmark protocol (fleet.perf.protocol): drawn lengths are read at their range's
+mean, a benchmark of drawn lengths brings later waves in staggered under any scheduler, and an
+InferenceX SGLang row's scheduler polls for new requests as its recipe sets."""
 
 from __future__ import annotations
 
@@ -10,12 +11,19 @@ import numpy as np
 import pytest
 
 from fleet.catalog import Catalog
+from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
+from fleet.perf.closed_loop import BENCHMARK_WAVES
 from fleet.perf.configs import make_configs
 from fleet.perf.engines import engine_arrays
 from fleet.perf.measured import MeasuredRuns, parse_row
 from fleet.perf.model import estimate
-from fleet.perf.protocol import INFERENCEX_RANGE_RATIO, mean_length, range_ratio
+from fleet.perf.protocol import (
+    INFERENCEX_RANGE_RATIO,
+    SGLANG_RECV_RULES,
+    mean_length,
+    range_ratio,
+)
 from fleet.perf.score import main as score_main
 from tests.fleet.measured_runs import needs_runs
 
@@ -141,3 +149,82 @@ def test_the_scorer_says_which_rows_ran_drawn_lengths(
     written = list(csv.DictReader(out.open()))
     assert [r["lengths_drawn"] for r in written] == ["False", "True"]
     assert all(not r["not_scored"] for r in written)
+
+
+DEEPSEEK_B200 = {
+    **ROW,
+    "model_path": "deepseek-ai/DeepSeek-R1",
+    "system": "b200_sxm",
+    "gemm_quant_mode": "fp8_block",
+    "moe_quant_mode": "fp8_block",
+    "tp_size": "8",
+    "isl": "1024",
+    "osl": "1024",
+}
+
+
+@pytest.mark.parametrize(
+    ("users", "tp", "expected"), [(4, 8, 10), (8, 8, 10), (16, 8, 30), (64, 8, 30), (32, 4, 10)]
+)
+def test_an_inferencex_sglang_row_polls_as_its_recipe_says(
+    catalog: Catalog, users: int, tp: int, expected: int
+) -> None:
+    """InferenceX's DeepSeek-R1 FP8 B200 SGLang recipe: --scheduler-recv-interval 30 from 16
+    users at tp 8, 10 below and at tp 4."""
+    source = f"{INFERENCEX_SOURCES[0]}; silicon_concurrency={users}"
+    row = {**DEEPSEEK_B200, "tp_size": str(tp), "silicon_data_source": source}
+    run = parse_row(catalog, row, 2)
+    assert not isinstance(run, str) and run.concurrency == users
+    assert run.recv_interval == expected
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"backend": "vllm"},  # another engine
+        {"silicon_data_source": "source_file=x.csv; silicon_concurrency=32"},  # not InferenceX
+        {"system": "h200_sxm"},  # its H200 recipe passes no interval
+        {"attention_dp_size": "8", "tp_size": "1"},  # data-parallel attention: 1
+    ],
+)
+def test_other_rows_poll_every_step(catalog: Catalog, change: dict[str, str]) -> None:
+    source = f"{INFERENCEX_SOURCES[0]}; silicon_concurrency=32"
+    run = parse_row(catalog, {**DEEPSEEK_B200, "silicon_data_source": source, **change}, 2)
+    assert not isinstance(run, str)
+    assert run.recv_interval == 1
+
+
+def test_recv_rules_name_catalog_models_and_accelerators(catalog: Catalog) -> None:
+    for model, precision, accelerator in SGLANG_RECV_RULES:
+        assert model in catalog.models and accelerator in catalog.accelerators
+        assert precision in ("bf16", "fp8", "fp4")
+
+
+def test_the_poll_interval_delays_staggered_arrivals_only(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """A request arriving at a decoding replica waits (N - 1) / 2 decode steps for the poll;
+    the burst that starts an idle replica and the TTFT floor do not; decode is unchanged."""
+    sglang = engine_arrays(catalog, arrays, "sglang")
+
+    def run(n: int):  # type: ignore[no-untyped-def]
+        return estimate(
+            sglang,
+            make_configs(
+                catalog, model="qwen3-32b", system="hgx-h100-8", tp=2, precision="fp8",
+                batch=[4, 32, 128], isl=922, osl=922, lengths_vary=True, recv_interval=n,
+            ),
+        )  # fmt: skip
+
+    every, thirty = run(1), run(30)
+    np.testing.assert_allclose(thirty.ttft_floor_s, every.ttft_floor_s)
+    np.testing.assert_allclose(thirty.tpot_burst_s, every.tpot_burst_s)
+    staggered = 1.0 - 1.0 / BENCHMARK_WAVES  # drawn lengths: every wave after the first
+    np.testing.assert_allclose(
+        thirty.ttft_burst_s - every.ttft_burst_s, staggered * 14.5 * every.step_s, rtol=1e-9
+    )
+
+
+def test_a_poll_interval_below_one_is_refused(catalog: Catalog) -> None:
+    with pytest.raises(InputError, match="recv_interval"):
+        make_configs(catalog, model="qwen3-32b", accelerator="h100-sxm", recv_interval=0)

@@ -66,14 +66,16 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
     (the reference runs set apart) read 13.9% / 14.2% / 35.1%, then 13.7% / 14.2% / 33.8%
     (33.9% TTFT once TensorRT-LLM's reference rows were its gated kernels only; 33.7% since MoE
     layers pay their routing skew, fleet.perf.kernel_moe_skew), not to lose more than a point of
-    either."""
+    either. Since InferenceX's SGLang runs poll for new requests at their recipes' interval
+    (fleet.perf.protocol.SGLANG_RECV_RULES) the TTFT medians read 29.3% over all rows and 30.9%
+    over the unseen ones."""
     assert _median(sample, "tpot") <= 0.131 + 0.01
     assert _median(sample, "tput") <= 0.128 + 0.01
-    assert _median(sample, "ttft") <= 0.318 + 0.01
+    assert _median(sample, "ttft") <= 0.293 + 0.01
     if sample.scored.seen.any():
         assert _median(sample, "tpot", unseen_only=True) <= 0.137 + 0.01
         assert _median(sample, "tput", unseen_only=True) <= 0.142 + 0.01
-        assert _median(sample, "ttft", unseen_only=True) <= 0.338 + 0.01
+        assert _median(sample, "ttft", unseen_only=True) <= 0.309 + 0.01
 
 
 @needs_data
@@ -81,7 +83,7 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="known gap: on the sample's 2,687 rows no fit reads the medians are 13.7% TPOT, "
-    "14.2% tokens/s per GPU and 33.7% TTFT (12.7% / 12.2% / 31.0% with the 1,112 reference runs "
+    "14.2% tokens/s per GPU and 30.9% TTFT (12.7% / 12.2% / 29.3% with the 1,112 reference runs "
     "in; docs/calibration.md, the unseen check)",
 )
 @pytest.mark.parametrize("figure", list(BARS))

@@ -39,6 +39,7 @@ def _configs(n: int, **columns: np.ndarray) -> Configs:
     base["spec_acceptance"] = np.zeros(n)
     base["prefix_cached_tokens"] = np.zeros(n, dtype=np.int64)
     base["lengths_vary"] = np.zeros(n, dtype=bool)
+    base["recv_interval"] = np.ones(n, dtype=np.int64)
     base.update(columns)
     return Configs(**base)
 
