@@ -47,7 +47,7 @@ import numpy as np
 from fleet.catalog import Catalog
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
-from fleet.perf.protocol import mean_length, range_ratio, recv_interval
+from fleet.perf.protocol import mean_length, mtp_draft, range_ratio, recv_interval
 from fleet.perf.types import Configs, FloatArray, IntArray
 
 QUANT_PRECISIONS = {
@@ -127,6 +127,10 @@ class Run:
     recv_interval: int = 1
     """The server's scheduler polled for new requests every this many decode steps
     (``fleet.perf.protocol.recv_interval``)."""
+    spec_draft_tokens: int = 0
+    """Tokens the model's MTP module drafted per step (``fleet.perf.protocol.mtp_draft``)."""
+    spec_acceptance: float = 0.0
+    """The catalog's published acceptance of that draft."""
 
     @property
     def gpus(self) -> int:
@@ -255,6 +259,13 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         ratio = range_ratio(row)
     except ValueError as err:
         return f"benchmark lengths: {err}"
+    draft = mtp_draft(row, model=model.id, accelerator=system.accelerator, dp=worker.dp)
+    if draft and (model.mtp_acceptance is None or draft > model.mtp_layers):
+        return (
+            f"MTP draft of {draft} tokens: the run is its benchmark's MTP recipe (its image says "
+            f"so, fleet.perf.protocol), and no acceptance is published for {model.id} drafting "
+            f"{draft} tokens with its {model.mtp_layers} MTP module(s)"
+        )
     return Run(
         line=line,
         model=model.id,
@@ -282,6 +293,8 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
             dp=worker.dp,
             users=concurrency,
         ),
+        spec_draft_tokens=draft,
+        spec_acceptance=(model.mtp_acceptance or 0.0) if draft else 0.0,
     )
 
 
@@ -301,6 +314,8 @@ def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
         osl=[r.osl for r in runs],
         lengths_vary=[r.lengths_vary for r in runs],
         recv_interval=[r.recv_interval for r in runs],
+        spec_draft_tokens=[r.spec_draft_tokens for r in runs],
+        spec_acceptance=[r.spec_acceptance for r in runs],
     )
     return MeasuredRuns(
         configs=configs,

@@ -32,6 +32,16 @@ and 01fa35cf; later revisions switch above 4 users). Recipes that pass no interv
 FP8 on H200, GLM-5 FP8 on B200 / B300 / H200, Qwen3.5 FP8 on H200) and runs with
 data-parallel attention (the DeepSeek-R1 FP4 recipe then passes 1) poll every step.
 
+Whether the run drafted tokens with the model's MTP module (``mtp_draft``): InferenceX keeps its
+MTP recipes under their own workflow keys, and from early February to 2026-05-18 its TensorRT-LLM
+DeepSeek-R1 keys on B200 ran their MTP variants on their own image: ``dsr1-fp8-b200-trt`` and
+``dsr1-fp4-b200-trt`` on ``release:1.2.0rc6.post2``, ``dsr1-fp8-b200-trt-mtp`` and
+``dsr1-fp4-b200-trt-mtp`` on ``release:1.2.0rc6.post3`` (``.github/configs/nvidia-master.yaml``
+at commit 48f302cc; its PRs #1488 and #1489 of 2026-05-18 retire "off: v1.2.0rc6.post2 / mtp:
+v1.2.0rc6.post3"). Those MTP recipes (``benchmarks/dsr1_fp8_b200_trt_mtp.sh``,
+``dsr1_fp4_b200_trt_mtp.sh``) draft 3 tokens (``num_nextn_predict_layers: 3``), 1 with
+data-parallel attention. A row of that image is an MTP run; the logs say nothing else of it.
+
 InferenceX also sends ten prompts per unit of concurrency (``--num-prompts $((CONC * 10))``);
 the model keeps its fitted ``closed_loop.BENCHMARK_WAVES`` for every log (docs/calibration.md has
 the measurement with ten waves for these rows, which reads the held-out runs worse).
@@ -138,3 +148,22 @@ def recv_interval(
     if tp == 4 and rule.tp4 is not None:
         return rule.tp4
     return rule.high if users >= rule.from_users else rule.low
+
+
+MTP_IMAGES: dict[tuple[str, str], str] = {
+    ("trtllm", "b200"): "tensorrt-llm/release:1.2.0rc6.post3",
+}
+"""(engine, accelerator) -> the image only InferenceX's MTP recipes of DeepSeek-R1 ran there."""
+MTP_DRAFT_TOKENS = 3
+"""Draft tokens of those recipes; 1 with data-parallel attention (module docstring)."""
+
+
+def mtp_draft(row: Mapping[str, str], *, model: str, accelerator: str, dp: int) -> int:
+    """Draft tokens of the MTP module the row's run ran (module docstring); 0: none."""
+    if model not in _DEEPSEEK or (row.get("mode") or "agg").strip() != "agg":
+        return 0
+    image = MTP_IMAGES.get(((row.get("backend") or "").strip(), accelerator))
+    source = (row.get("silicon_data_source") or "").replace("#", "/")
+    if image is None or image not in source or not any(m in source for m in INFERENCEX_MARKERS):
+        return 0
+    return 1 if dp > 1 else MTP_DRAFT_TOKENS

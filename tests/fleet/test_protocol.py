@@ -228,3 +228,28 @@ def test_the_poll_interval_delays_staggered_arrivals_only(
 def test_a_poll_interval_below_one_is_refused(catalog: Catalog) -> None:
     with pytest.raises(InputError, match="recv_interval"):
         make_configs(catalog, model="qwen3-32b", accelerator="h100-sxm", recv_interval=0)
+
+
+@pytest.mark.parametrize(("dp", "draft"), [(1, 3), (8, 1)])
+def test_an_inferencex_mtp_image_marks_an_mtp_run(catalog: Catalog, dp: int, draft: int) -> None:
+    """InferenceX ran its DeepSeek-R1 MTP recipes on B200 under TensorRT-LLM on their own image
+    (release:1.2.0rc6.post3): 3 draft tokens, 1 with data-parallel attention. A 3-token draft has
+    no published acceptance: the row names that; a 1-token draft is scored with the catalog's."""
+    source = (
+        "source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency=8; wip=False; "
+        "image=nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3"
+    )
+    row = {
+        **DEEPSEEK_B200, "backend": "trtllm", "silicon_data_source": source,
+        "tp_size": "8" if dp == 1 else "1", "attention_dp_size": str(dp),
+    }  # fmt: skip
+    run = parse_row(catalog, row, 2)
+    if draft > 1:
+        assert isinstance(run, str) and run.startswith("MTP draft of 3 tokens:")
+    else:
+        assert not isinstance(run, str)
+        acceptance = catalog.models["deepseek-r1"].mtp_acceptance
+        assert (run.spec_draft_tokens, run.spec_acceptance) == (1, acceptance)
+    # The same run under the non-MTP recipe's image drafts nothing.
+    plain = parse_row(catalog, {**row, "silicon_data_source": source.replace("post3", "post2")}, 3)
+    assert not isinstance(plain, str) and plain.spec_draft_tokens == 0
