@@ -48,6 +48,9 @@ def random_configs(n: int, n_models: int, n_systems: int, seed: int = 0) -> Conf
         spec_acceptance=np.where(k > 0, rng.uniform(0.5, 0.9, n), 0.0),
         lengths_vary=np.zeros(n, dtype=bool),
         recv_interval=np.ones(n, dtype=np.int64),
+        ctx_hold_requests=np.zeros(n),
+        ctx_hold_iters=np.zeros(n, dtype=np.int64),
+        ctx_hold_periodic=np.zeros(n, dtype=bool),
     )
 
 

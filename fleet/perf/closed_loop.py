@@ -32,6 +32,21 @@ request that arrives at a decoding replica until the count comes round: uniform 
 steps, (N - 1) / 2 decode steps on average (``recv_wait_s``). Only requests that arrive while
 the replica decodes pay it: the staggered waves, not a burst that starts an idle replica.
 
+A scheduler that holds new prompts to batch their prefills releases them once ``n`` more prompts
+have arrived or a timeout of ``T`` decode iterations has passed (``ctx_hold_steps``), prompts
+arriving one by one at λ per decode step (as requests finish). Two clocks:
+- counted from the first held prompt (TensorRT-LLM's batch waiting, ``batch_wait_timeout_iters``
+  with ``batch_wait_max_tokens_ratio``: n = the prompts that fill that share of the step's token
+  budget): when n / λ <= T the batch fills and the mean prompt waits n / (2 λ) steps (the first
+  n / λ, the last none); otherwise the first waits T and the λ T that arrive meanwhile T / 2 on
+  average: T (1 + λ T / 2) / (1 + λ T);
+- free-running (TensorRT-LLM's attention-DP balance, ``attention_dp_config: enable_balance``,
+  ``timeout_iters`` T: its counter ticks whenever some rank lacks a prompt, so releases come
+  every T iterations; n = the arrivals until every rank has one): a prompt meets the clock at a
+  uniform phase, and waits min(U T, n / λ) steps: T / 2 when n / λ >= T, else
+  n / λ - (n / λ)^2 / (2 T).
+Only staggered arrivals wait: a burst starts idle ranks, which schedule at once.
+
 Whether the benchmark's lengths vary is the benchmark's own (``Configs.lengths_vary``). One that
 draws each request's prompt and output length from a range (vLLM's ``benchmark_serving.py``
 random dataset at ``--random-range-ratio r < 1``: each length uniform on [int(r L), L]) ends a
@@ -93,6 +108,21 @@ def recv_wait_s(recv_interval: IntArray, step_s: FloatArray) -> FloatArray:
     """Mean wait of a request arriving at a decoding replica for the scheduler's next poll:
     (interval - 1) / 2 decode steps of ``step_s`` (module docstring); 0 at interval 1."""
     return 0.5 * (recv_interval - 1.0) * step_s
+
+
+def ctx_hold_steps(
+    more: FloatArray, timeout: IntArray, periodic: BoolArray, arrivals_per_step: FloatArray
+) -> FloatArray:
+    """Mean decode steps a staggered prompt is held before its prefill is scheduled: released
+    once ``more`` further prompts have arrived or at the timeout, ``timeout`` steps after the
+    first held prompt or, ``periodic``, at a free-running clock of that period (module
+    docstring); 0 where nothing is held (``more`` or ``timeout`` 0)."""
+    lam = np.maximum(arrivals_per_step, 1e-12)
+    t = timeout.astype(np.float64)
+    fill = more / lam  # steps until the batch is complete
+    counted = np.where(fill <= t, 0.5 * fill, t * (1.0 + 0.5 * lam * t) / (1.0 + lam * t))
+    clock = np.where(fill >= t, 0.5 * t, fill - fill * fill / np.maximum(2.0 * t, 1e-12))
+    return np.where((more > 0) & (t > 0), np.where(periodic, clock, counted), 0.0)
 
 
 def ttft_closed_loop(

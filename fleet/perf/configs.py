@@ -11,7 +11,9 @@ it per row as a ``Problem`` code. ``isl`` counts the whole prompt; ``prefix_cach
 (default 0) is the part of it whose KV the prefix cache supplies (prefill skipped, KV held).
 ``lengths_vary`` (default False) says whether the closed-loop benchmark the ``*_burst_s`` figures
 model draws its lengths from a range (``isl`` and ``osl`` then being the range's means);
-``recv_interval`` (default 1) is the scheduler's request-poll interval in decode steps.
+``recv_interval`` (default 1) is the scheduler's request-poll interval in decode steps;
+``ctx_hold_requests``, ``ctx_hold_iters`` (default 0: none) and ``ctx_hold_periodic`` how a
+scheduler holds new prompts to batch their prefills (``fleet.perf.closed_loop.ctx_hold_steps``).
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ def make_configs(
     spec_acceptance: NumLike = 0.0,
     lengths_vary: bool | Sequence[bool] | np.ndarray = False,
     recv_interval: NumLike = 1,
+    ctx_hold_requests: NumLike = 0,
+    ctx_hold_iters: NumLike = 0,
+    ctx_hold_periodic: bool | Sequence[bool] | np.ndarray = False,
 ) -> Configs:
     """Resolve ids and broadcast everything to one row per configuration."""
     if (system is None) == (accelerator is None):
@@ -111,13 +116,18 @@ def make_configs(
         _ints("prefix_cached_tokens", prefix_cached_tokens),
         np.asarray(lengths_vary, dtype=bool),
         _ints("recv_interval", recv_interval),
+        np.asarray(ctx_hold_requests, dtype=np.float64),
+        _ints("ctx_hold_iters", ctx_hold_iters),
+        np.asarray(ctx_hold_periodic, dtype=bool),
         *([] if kv_precision is None else [resolve("kv precision", kv_precision, PRECISIONS)]),
     )
     flat = [np.ascontiguousarray(p).reshape(-1) for p in parts]
-    m, s, w, t, p, d, e, b, i, o, k, a, cached, vary, recv = flat[:15]
+    m, s, w, t, p, d, e, b, i, o, k, a, cached, vary, recv, hold_n, hold_t, clock = flat[:18]
     if np.any(recv < 1):
         raise InputError("recv_interval: must be at least 1 (decode steps between polls)")
-    kv = flat[15] if kv_precision is not None else default_kv_precision(catalog, s, w)
+    if not np.all(hold_n >= 0) or np.any(hold_t < 0):
+        raise InputError("ctx_hold_requests, ctx_hold_iters: must not be negative")
+    kv = flat[18] if kv_precision is not None else default_kv_precision(catalog, s, w)
     return Configs(
         model=m.astype(np.int64),
         system=s.astype(np.int64),
@@ -135,6 +145,9 @@ def make_configs(
         spec_acceptance=a.astype(np.float64),
         lengths_vary=vary.astype(bool),
         recv_interval=recv,
+        ctx_hold_requests=hold_n.astype(np.float64),
+        ctx_hold_iters=hold_t,
+        ctx_hold_periodic=clock.astype(bool),
     )
 
 

@@ -47,7 +47,16 @@ import numpy as np
 from fleet.catalog import Catalog
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
-from fleet.perf.protocol import mean_length, mtp_draft, range_ratio, recv_interval
+from fleet.perf.protocol import (
+    NO_HOLD,
+    Deployment,
+    Hold,
+    mean_length,
+    mtp_draft,
+    range_ratio,
+    recv_interval,
+    trtllm_hold,
+)
 from fleet.perf.types import Configs, FloatArray, IntArray
 
 QUANT_PRECISIONS = {
@@ -131,6 +140,8 @@ class Run:
     """Tokens the model's MTP module drafted per step (``fleet.perf.protocol.mtp_draft``)."""
     spec_acceptance: float = 0.0
     """The catalog's published acceptance of that draft."""
+    ctx_hold: Hold = NO_HOLD
+    """How the server held new prompts to batch them (``fleet.perf.protocol.trtllm_hold``)."""
 
     @property
     def gpus(self) -> int:
@@ -259,7 +270,16 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         ratio = range_ratio(row)
     except ValueError as err:
         return f"benchmark lengths: {err}"
-    draft = mtp_draft(row, model=model.id, accelerator=system.accelerator, dp=worker.dp)
+    deployment = Deployment(
+        model=model.id,
+        precision=QUANT_PRECISIONS[quant],
+        accelerator=system.accelerator,
+        tp=worker.tp,
+        dp=worker.dp,
+        users=concurrency,
+        isl=mean_length(isl, ratio),
+    )
+    draft = mtp_draft(row, deployment)
     if draft and (model.mtp_acceptance is None or draft > model.mtp_layers):
         return (
             f"MTP draft of {draft} tokens: the run is its benchmark's MTP recipe (its image says "
@@ -274,7 +294,7 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         precision=QUANT_PRECISIONS[quant],
         worker=worker,
         concurrency=concurrency,
-        isl=mean_length(isl, ratio),
+        isl=deployment.isl,
         osl=mean_length(osl, ratio),
         tpot_s=tpot_s,
         ttft_s=ttft_s,
@@ -284,17 +304,10 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         logged_isl=isl,
         logged_osl=osl,
         lengths_vary=ratio < 1.0,
-        recv_interval=recv_interval(
-            row,
-            model=model.id,
-            precision=QUANT_PRECISIONS[quant],
-            accelerator=system.accelerator,
-            tp=worker.tp,
-            dp=worker.dp,
-            users=concurrency,
-        ),
+        recv_interval=recv_interval(row, deployment),
         spec_draft_tokens=draft,
         spec_acceptance=(model.mtp_acceptance or 0.0) if draft else 0.0,
+        ctx_hold=trtllm_hold(row, deployment),
     )
 
 
@@ -316,6 +329,9 @@ def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
         recv_interval=[r.recv_interval for r in runs],
         spec_draft_tokens=[r.spec_draft_tokens for r in runs],
         spec_acceptance=[r.spec_acceptance for r in runs],
+        ctx_hold_requests=[r.ctx_hold.more for r in runs],
+        ctx_hold_iters=[r.ctx_hold.timeout for r in runs],
+        ctx_hold_periodic=[r.ctx_hold.periodic for r in runs],
     )
     return MeasuredRuns(
         configs=configs,

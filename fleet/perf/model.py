@@ -84,6 +84,7 @@ from fleet.catalog.engines import EXPERT_KINDS
 from fleet.perf.arrays import AcceleratorArrays, CatalogArrays, ModelArrays
 from fleet.perf.block_sparse import block_sparse_terms, index_heads_per_device
 from fleet.perf.closed_loop import (
+    ctx_hold_steps,
     prefill_share_in_decode,
     recv_wait_s,
     scheduler_bursts,
@@ -646,8 +647,13 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     prefill_wave_s = (passes + pp - 1.0) * (_roof(comp_w, mem_w) + comm_w) + hops_w
     prefill_wave_s = prefill_wave_s + passes * overhead
     # A staggered arrival meets a decoding replica: the step in flight, the scheduler's next
-    # poll for new requests (closed_loop.recv_wait_s), then its own prefill and first step.
-    staggered = ttft + agg_step + recv_wait_s(c.recv_interval, step_s)
+    # poll for new requests (closed_loop.recv_wait_s), any hold of new prompts for a batch
+    # (closed_loop.ctx_hold_steps, prompts arriving as requests finish), then its own prefill
+    # and first step.
+    arrivals = batch * agg_step / (ttft + (osl - 1.0) * tpot)
+    held = ctx_hold_steps(c.ctx_hold_requests, c.ctx_hold_iters, c.ctx_hold_periodic, arrivals)
+    held = held * agg_step
+    staggered = ttft + agg_step + recv_wait_s(c.recv_interval, step_s) + held
     ttft_burst = ttft_closed_loop(first_wave + step_s, staggered, bursts, A.request_overhead_s[a])
     request_s = ttft + (osl - 1.0) * tpot
     devices = (tp * dp * pp).astype(np.int64)

@@ -42,6 +42,26 @@ v1.2.0rc6.post3"). Those MTP recipes (``benchmarks/dsr1_fp8_b200_trt_mtp.sh``,
 ``dsr1_fp4_b200_trt_mtp.sh``) draft 3 tokens (``num_nextn_predict_layers: 3``), 1 with
 data-parallel attention. A row of that image is an MTP run; the logs say nothing else of it.
 
+Whether the server held new prompts to batch their prefills (``trtllm_hold``; ``Run.ctx_hold``,
+``fleet.perf.closed_loop.ctx_hold_steps``): InferenceX's aggregated TensorRT-LLM recipes write it
+into their ``--extra_llm_api_options`` (``benchmarks/dsr1_fp8_b200_trt.sh`` at commit 0a919c5f,
+``dsr1_fp4_b200_trt.sh``, ``dsr1_fp8_h200_trt.sh`` and their ``_mtp`` variants,
+``gptoss_fp4_b200_trt.sh``, ``70b_fp8_b200_trt_slurm.sh`` and ``70b_fp4_b200_trt_docker.sh``):
+- DeepSeek-R1 with data-parallel attention: ``attention_dp_config: {enable_balance: true,
+  timeout_iters: 60, batching_wait_iters: 0}``; gpt-oss-120b on B200 with it: ``enable_balance``
+  at TensorRT-LLM's defaults (``timeout_iters`` 50; its ``batching_wait_iters`` 10 is not
+  charged). TensorRT-LLM (``py_executor._balance_adp_requests``) holds new prompts until every
+  attention rank has one, releasing them when its counter reaches the timeout (the counter ticks
+  whenever some rank lacks a prompt: a free-running clock) or when a rank has no generation
+  request (taken as fewer than two users per rank: then nothing is held). Arrivals land on the
+  ranks whose requests finished, so covering the other ranks takes dp (1 + 1/2 + ... +
+  1/(dp - 1)) arrivals (the coupon collector's).
+- DeepSeek-R1 FP8 on B200 without it, at 1k/1k and 64 to 255 users: ``batch_wait_timeout_iters:
+  40``, ``batch_wait_max_tokens_ratio: 0.8`` of ``max_num_tokens`` = max(8192, (users + isl +
+  127) // 64 x 64); Llama 3.1 70B on B200 at 1k/1k below tp 8: 20 and 0.9 of 16,384.
+  TensorRT-LLM (``py_executor._waiting_requests``) holds the prompts while their tokens plus one
+  per generating request are below that share, for at most the timeout counted from the first.
+
 InferenceX also sends ten prompts per unit of concurrency (``--num-prompts $((CONC * 10))``);
 the model keeps its fitted ``closed_loop.BENCHMARK_WAVES`` for every log (docs/calibration.md has
 the measurement with ten waves for these rows, which reads the held-out runs worse).
@@ -49,6 +69,7 @@ the measurement with ten waves for these rows, which reads the held-out runs wor
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -125,29 +146,39 @@ SGLANG_RECV_RULES: dict[tuple[str, str, str], RecvRule] = {
 """InferenceX's aggregated SGLang recipes that set ``--scheduler-recv-interval``."""
 
 
-def recv_interval(
-    row: Mapping[str, str],
-    *,
-    model: str,
-    precision: str,
-    accelerator: str,
-    tp: int,
-    dp: int,
-    users: int,
-) -> int:
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """What a log row says its run served, as the recipe rules read it."""
+
+    model: str
+    """Catalog model id."""
+    precision: str
+    accelerator: str
+    tp: int
+    dp: int
+    users: int
+    isl: int
+    """The prompts' mean length."""
+
+
+def inferencex_aggregated(row: Mapping[str, str], backend: str) -> bool:
+    """The row is an aggregated run of InferenceX's on ``backend``."""
+    source = row.get("silicon_data_source") or ""
+    engine, mode = (row.get("backend") or "").strip(), (row.get("mode") or "agg").strip()
+    return engine == backend and mode == "agg" and any(m in source for m in INFERENCEX_MARKERS)
+
+
+def recv_interval(row: Mapping[str, str], run: Deployment) -> int:
     """Decode steps between the scheduler's polls for new requests in the row's run (module
     docstring): its InferenceX SGLang recipe's rule for an aggregated run, else 1."""
-    source = row.get("silicon_data_source") or ""
-    if (row.get("backend") or "").strip() != "sglang" or (row.get("mode") or "agg") != "agg":
+    if not inferencex_aggregated(row, "sglang") or run.dp > 1:
         return 1
-    if not any(m in source for m in INFERENCEX_MARKERS) or dp > 1:
-        return 1
-    rule = SGLANG_RECV_RULES.get((model, precision, accelerator))
+    rule = SGLANG_RECV_RULES.get((run.model, run.precision, run.accelerator))
     if rule is None:
         return 1
-    if tp == 4 and rule.tp4 is not None:
+    if run.tp == 4 and rule.tp4 is not None:
         return rule.tp4
-    return rule.high if users >= rule.from_users else rule.low
+    return rule.high if run.users >= rule.from_users else rule.low
 
 
 MTP_IMAGES: dict[tuple[str, str], str] = {
@@ -158,12 +189,67 @@ MTP_DRAFT_TOKENS = 3
 """Draft tokens of those recipes; 1 with data-parallel attention (module docstring)."""
 
 
-def mtp_draft(row: Mapping[str, str], *, model: str, accelerator: str, dp: int) -> int:
+def mtp_draft(row: Mapping[str, str], run: Deployment) -> int:
     """Draft tokens of the MTP module the row's run ran (module docstring); 0: none."""
-    if model not in _DEEPSEEK or (row.get("mode") or "agg").strip() != "agg":
+    backend = (row.get("backend") or "").strip()
+    image = MTP_IMAGES.get((backend, run.accelerator))
+    if run.model not in _DEEPSEEK or image is None or not inferencex_aggregated(row, backend):
         return 0
-    image = MTP_IMAGES.get(((row.get("backend") or "").strip(), accelerator))
-    source = (row.get("silicon_data_source") or "").replace("#", "/")
-    if image is None or image not in source or not any(m in source for m in INFERENCEX_MARKERS):
+    if image not in (row.get("silicon_data_source") or "").replace("#", "/"):
         return 0
-    return 1 if dp > 1 else MTP_DRAFT_TOKENS
+    return 1 if run.dp > 1 else MTP_DRAFT_TOKENS
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """How a run's scheduler held new prompts (``fleet.perf.closed_loop.ctx_hold_steps``)."""
+
+    more: float = 0.0
+    """Further arrivals that release a held batch; 0: nothing is held."""
+    timeout: int = 0
+    periodic: bool = False
+
+
+NO_HOLD = Hold()
+ADP_TIMEOUT = {"deepseek": 60, "gpt-oss-120b": 50}
+"""``timeout_iters`` of the recipes' attention-DP balance (module docstring)."""
+
+
+def _cover(ranks: int) -> float:
+    """Expected arrivals until every one of ``ranks`` has one, one rank covered already."""
+    return float(ranks * sum(1.0 / k for k in range(1, ranks)))
+
+
+def _batch_wait(users: int, isl: int, budget: float, share: float, timeout: int) -> Hold:
+    need = share * budget - users  # the generating requests count a token each
+    return Hold(more=max(math.ceil(need / isl) - 1, 0), timeout=timeout)
+
+
+def trtllm_hold(row: Mapping[str, str], run: Deployment) -> Hold:
+    """How the row's aggregated TensorRT-LLM run held new prompts (module docstring)."""
+    if not inferencex_aggregated(row, "trtllm"):
+        return NO_HOLD
+    family = "deepseek" if run.model in _DEEPSEEK else run.model
+    if run.dp > 1:
+        timeout = ADP_TIMEOUT.get(family)
+        if timeout is None or (family == "gpt-oss-120b" and run.accelerator != "b200"):
+            return NO_HOLD
+        if run.users < 2 * run.dp:
+            return NO_HOLD
+        return Hold(more=_cover(run.dp), timeout=timeout, periodic=True)
+    nominal = (_int_field(row, "isl"), _int_field(row, "osl"))
+    if nominal != (1024, 1024) or run.accelerator != "b200":
+        return NO_HOLD
+    if family == "deepseek" and run.precision == "fp8" and 64 <= run.users < 256:
+        budget = max(8192, (run.users + 1024 + 127) // 64 * 64)
+        return _batch_wait(run.users, run.isl, budget, 0.8, 40)
+    if run.model == "llama-3.1-70b" and run.tp < 8:
+        return _batch_wait(run.users, run.isl, 16384, 0.9, 20)
+    return NO_HOLD
+
+
+def _int_field(row: Mapping[str, str], name: str) -> int:
+    try:
+        return int(float((row.get(name) or "0").strip()))
+    except ValueError:
+        return 0

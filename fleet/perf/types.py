@@ -78,6 +78,16 @@ class Configs:
     ``--scheduler-recv-interval``; 1, every engine's default, polls every step): a request that
     arrives at a decoding replica waits (interval - 1) / 2 steps on average before its prefill
     can start (``fleet.perf.closed_loop.recv_wait_s``)."""
+    ctx_hold_requests: FloatArray
+    """Further prompts (expected arrivals) the scheduler waits for before it schedules a held
+    prompt's prefill (TensorRT-LLM's attention-DP balance: until every rank has one; its batch
+    waiting: the prompts that fill its token share); 0 = prompts are scheduled as they come,
+    every engine's default (``fleet.perf.closed_loop.ctx_hold_steps``)."""
+    ctx_hold_iters: IntArray
+    """The hold's timeout in decode iterations; 0 = no hold."""
+    ctx_hold_periodic: BoolArray
+    """The timeout is a free-running clock (released every ``ctx_hold_iters``), not counted from
+    the first held prompt."""
 
     def __len__(self) -> int:
         return int(self.model.shape[0])

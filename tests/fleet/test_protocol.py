@@ -5,6 +5,7 @@ InferenceX SGLang row's scheduler polls for new requests as its recipe sets."""
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from fleet.catalog import Catalog
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.closed_loop import BENCHMARK_WAVES
+from fleet.perf.closed_loop import BENCHMARK_WAVES, ctx_hold_steps
 from fleet.perf.configs import make_configs
 from fleet.perf.engines import engine_arrays
 from fleet.perf.measured import MeasuredRuns, parse_row
@@ -253,3 +254,94 @@ def test_an_inferencex_mtp_image_marks_an_mtp_run(catalog: Catalog, dp: int, dra
     # The same run under the non-MTP recipe's image drafts nothing.
     plain = parse_row(catalog, {**row, "silicon_data_source": source.replace("post3", "post2")}, 3)
     assert not isinstance(plain, str) and plain.spec_draft_tokens == 0
+
+
+def test_a_held_prompt_waits_for_its_batch_or_its_clock() -> None:
+    """closed_loop.ctx_hold_steps: counted from the first held prompt, the mean prompt waits half
+    the fill time when the batch fills in time, else about the timeout (all of it when prompts
+    are rare, half of it when many arrive); on a free-running clock, half a period at most."""
+    lam = np.array([0.001, 1.0, 0.001, 1.0, 0.5])
+    more = np.array([7.0, 7.0, 7.0, 7.0, 0.0])
+    timeout = np.array([40, 40, 60, 60, 60])
+    periodic = np.array([False, False, True, True, True])
+    held = ctx_hold_steps(more, timeout, periodic, lam)
+    assert held[0] == pytest.approx(40 * (1 + 0.02) / 1.04)  # rare prompts: about the timeout
+    assert held[1] == pytest.approx(3.5)  # the batch fills in 7 steps: 3.5 on average
+    assert held[2] == pytest.approx(30.0)  # the clock's half period
+    assert held[3] == pytest.approx(7.0 - 49.0 / 120.0)  # min(U x 60, 7) on average
+    assert held[4] == 0.0  # nothing held
+
+
+INFERENCEX_TRT = "db-dump/2026-04-27; config_id=9; silicon_concurrency={users}; workflow_run_id=1"
+
+
+@pytest.mark.parametrize(
+    ("change", "users", "expected"),
+    [
+        # DeepSeek-R1 with attention DP: every rank's prompt, or the 60-iteration clock
+        (
+            {"tp_size": "1", "attention_dp_size": "8"},
+            64,
+            (8 * (1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 1 / 6 + 1 / 7), 60, True),
+        ),
+        ({"tp_size": "1", "attention_dp_size": "8"}, 8, (0.0, 0, False)),  # one user per rank
+        # FP8 without it at 1k/1k and 64-255 users: 0.8 of an 8,192-token budget, 40 iterations
+        ({}, 64, (7, 40, False)),
+        ({}, 16, (0.0, 0, False)),
+        ({"isl": "8192"}, 64, (0.0, 0, False)),
+    ],
+)
+def test_an_inferencex_trtllm_row_holds_prompts_as_its_recipe_says(
+    catalog: Catalog, change: dict[str, str], users: int, expected: tuple[float, int, bool]
+) -> None:
+    row = {
+        **DEEPSEEK_B200,
+        "backend": "trtllm",
+        "silicon_data_source": INFERENCEX_TRT.format(users=users),
+        **change,
+    }
+    run = parse_row(catalog, row, 2)
+    assert not isinstance(run, str)
+    hold = run.ctx_hold
+    assert (hold.more, hold.timeout, hold.periodic) == pytest.approx(expected)
+
+
+def test_llama_below_tp8_waits_for_a_batch_at_1k1k(catalog: Catalog) -> None:
+    """InferenceX's Llama 3.1 70B TensorRT-LLM recipes on B200: 0.9 of 16,384 tokens or 20
+    iterations at 1k/1k below tp 8; nothing at tp 8 or other lengths; not outside InferenceX."""
+    row = {
+        **ROW, "model_path": "meta-llama/Llama-3.1-70B-Instruct", "system": "b200_sxm",
+        "backend": "trtllm", "isl": "1024", "osl": "1024", "tp_size": "2",
+        "gemm_quant_mode": "fp8", "silicon_data_source": INFERENCEX_TRT.format(users=4),
+    }  # fmt: skip
+    held = parse_row(catalog, row, 2)
+    assert not isinstance(held, str) and held.ctx_hold.timeout == 20
+    assert held.ctx_hold.more == math.ceil((0.9 * 16384 - 4) / held.isl) - 1
+    for change in (
+        {"tp_size": "8"},
+        {"osl": "8192"},
+        {"silicon_data_source": "x; silicon_concurrency=4"},
+    ):
+        other = parse_row(catalog, {**row, **change}, 3)
+        assert not isinstance(other, str) and other.ctx_hold.timeout == 0
+
+
+def test_holding_prompts_delays_staggered_arrivals_only(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    trt = engine_arrays(catalog, arrays, "trtllm")
+
+    def run(timeout: int):  # type: ignore[no-untyped-def]
+        return estimate(
+            trt,
+            make_configs(
+                catalog, model="llama-3.1-70b", system="hgx-b200-8", tp=2, precision="fp8",
+                batch=[4, 64], isl=922, osl=922, lengths_vary=True,
+                ctx_hold_requests=15, ctx_hold_iters=timeout,
+            ),
+        )  # fmt: skip
+
+    none, held = run(0), run(20)
+    np.testing.assert_allclose(held.ttft_floor_s, none.ttft_floor_s)
+    np.testing.assert_allclose(held.tpot_burst_s, none.tpot_burst_s)
+    assert np.all(held.ttft_burst_s > none.ttft_burst_s)

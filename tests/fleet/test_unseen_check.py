@@ -79,14 +79,16 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
     (fleet.perf.protocol.SGLANG_RECV_RULES) the TTFT medians read 29.3% over all rows and 30.9%
     over the unseen ones; since InferenceX's DeepSeek-R1 MTP runs are known by their image
     (fleet.perf.protocol.mtp_draft; 66 not scored, 22 scored with their 1-token draft) all rows
-    read 12.4% / 11.9% / 29.3% and the 2,621 unseen ones 13.3% / 13.5% / 31.0%."""
+    read 12.4% / 11.9% / 29.3% and the 2,621 unseen ones 13.3% / 13.5% / 31.0%; since
+    InferenceX's TensorRT-LLM runs hold new prompts as their recipes say
+    (fleet.perf.protocol.trtllm_hold) the TTFT medians read 29.1% and 30.7%."""
     assert _median(sample, "tpot") <= 0.124 + 0.01
     assert _median(sample, "tput") <= 0.119 + 0.01
-    assert _median(sample, "ttft") <= 0.293 + 0.01
+    assert _median(sample, "ttft") <= 0.291 + 0.01
     if sample.scored.seen.any():
         assert _median(sample, "tpot", unseen_only=True) <= 0.133 + 0.01
         assert _median(sample, "tput", unseen_only=True) <= 0.135 + 0.01
-        assert _median(sample, "ttft", unseen_only=True) <= 0.310 + 0.01
+        assert _median(sample, "ttft", unseen_only=True) <= 0.307 + 0.01
 
 
 @needs_data
@@ -94,7 +96,7 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="known gap: on the sample's 2,621 rows no fit reads the medians are 13.3% TPOT, "
-    "13.5% tokens/s per GPU and 31.0% TTFT (12.4% / 11.9% / 29.3% with the 1,112 reference runs "
+    "13.5% tokens/s per GPU and 30.7% TTFT (12.4% / 11.9% / 29.1% with the 1,112 reference runs "
     "in; docs/calibration.md, the unseen check)",
 )
 @pytest.mark.parametrize("figure", list(BARS))

@@ -40,6 +40,9 @@ def _configs(n: int, **columns: np.ndarray) -> Configs:
     base["prefix_cached_tokens"] = np.zeros(n, dtype=np.int64)
     base["lengths_vary"] = np.zeros(n, dtype=bool)
     base["recv_interval"] = np.ones(n, dtype=np.int64)
+    base["ctx_hold_requests"] = np.zeros(n)
+    base["ctx_hold_iters"] = np.zeros(n, dtype=np.int64)
+    base["ctx_hold_periodic"] = np.zeros(n, dtype=bool)
     base.update(columns)
     return Configs(**base)
 
