@@ -47,13 +47,12 @@ import numpy as np
 from fleet.catalog import Catalog
 from fleet.errors import InputError
 from fleet.perf.configs import make_configs
-from fleet.perf.protocol import (
+from fleet.perf.protocol import mean_length, range_ratio
+from fleet.perf.serving_recipes import (
     NO_HOLD,
     Deployment,
     Hold,
-    mean_length,
     mtp_draft,
-    range_ratio,
     recv_interval,
     trtllm_hold,
 )
@@ -135,13 +134,13 @@ class Run:
     """The benchmark drew its lengths from a range (``fleet.perf.protocol``)."""
     recv_interval: int = 1
     """The server's scheduler polled for new requests every this many decode steps
-    (``fleet.perf.protocol.recv_interval``)."""
+    (``fleet.perf.serving_recipes.recv_interval``)."""
     spec_draft_tokens: int = 0
-    """Tokens the model's MTP module drafted per step (``fleet.perf.protocol.mtp_draft``)."""
+    """Tokens the model's MTP module drafted per step (``fleet.perf.serving_recipes.mtp_draft``)."""
     spec_acceptance: float = 0.0
     """The catalog's published acceptance of that draft."""
     ctx_hold: Hold = NO_HOLD
-    """How the server held new prompts to batch them (``fleet.perf.protocol.trtllm_hold``)."""
+    """How the server held new prompts to batch them (``serving_recipes.trtllm_hold``)."""
 
     @property
     def gpus(self) -> int:
@@ -278,13 +277,14 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         dp=worker.dp,
         users=concurrency,
         isl=mean_length(isl, ratio),
+        logged_lengths=(isl, osl),
     )
     draft = mtp_draft(row, deployment)
     if draft and (model.mtp_acceptance is None or draft > model.mtp_layers):
         return (
             f"MTP draft of {draft} tokens: the run is its benchmark's MTP recipe (its image says "
-            f"so, fleet.perf.protocol), and no acceptance is published for {model.id} drafting "
-            f"{draft} tokens with its {model.mtp_layers} MTP module(s)"
+            f"so, fleet.perf.serving_recipes), and no acceptance is published for {model.id} "
+            f"drafting {draft} tokens with its {model.mtp_layers} MTP module(s)"
         )
     return Run(
         line=line,

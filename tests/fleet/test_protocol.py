@@ -19,13 +19,9 @@ from fleet.perf.configs import make_configs
 from fleet.perf.engines import engine_arrays
 from fleet.perf.measured import MeasuredRuns, parse_row
 from fleet.perf.model import estimate
-from fleet.perf.protocol import (
-    INFERENCEX_RANGE_RATIO,
-    SGLANG_RECV_RULES,
-    mean_length,
-    range_ratio,
-)
+from fleet.perf.protocol import INFERENCEX_RANGE_RATIO, mean_length, range_ratio
 from fleet.perf.score import main as score_main
+from fleet.perf.serving_recipes import SGLANG_RECV_RULES
 from tests.fleet.measured_runs import needs_runs
 
 ROW = {

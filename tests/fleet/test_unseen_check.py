@@ -46,9 +46,10 @@ def test_the_sample_holds_every_reference_run(sample: Score) -> None:
 
 @needs_data
 def test_mtp_runs_are_scored_with_their_draft_or_named(sample: Score) -> None:
-    """InferenceX's DeepSeek-R1 MTP runs on B200 (their image, fleet.perf.protocol.mtp_draft):
-    the 66 that drafted 3 tokens are counted under that reason (no published acceptance), the
-    22 with data-parallel attention drafted 1 and are scored with the catalog's acceptance."""
+    """InferenceX's DeepSeek-R1 MTP runs on B200 (their image,
+    fleet.perf.serving_recipes.mtp_draft): the 66 that drafted 3 tokens are counted under that
+    reason (no published acceptance), the 22 with data-parallel attention drafted 1 and are
+    scored with the catalog's acceptance."""
     mtp = [u for u in sample.uncovered if u[1] == "MTP draft of 3 tokens"]
     assert len(mtp) == 66
 
@@ -76,12 +77,12 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
     (33.9% TTFT once TensorRT-LLM's reference rows were its gated kernels only; 33.7% since MoE
     layers pay their routing skew, fleet.perf.kernel_moe_skew), not to lose more than a point of
     either. Since InferenceX's SGLang runs poll for new requests at their recipes' interval
-    (fleet.perf.protocol.SGLANG_RECV_RULES) the TTFT medians read 29.3% over all rows and 30.9%
-    over the unseen ones; since InferenceX's DeepSeek-R1 MTP runs are known by their image
-    (fleet.perf.protocol.mtp_draft; 66 not scored, 22 scored with their 1-token draft) all rows
-    read 12.4% / 11.9% / 29.3% and the 2,621 unseen ones 13.3% / 13.5% / 31.0%; since
-    InferenceX's TensorRT-LLM runs hold new prompts as their recipes say
-    (fleet.perf.protocol.trtllm_hold) the TTFT medians read 29.1% and 30.7%."""
+    (fleet.perf.serving_recipes.SGLANG_RECV_RULES) the TTFT medians read 29.3% over all rows
+    and 30.9% over the unseen ones; since InferenceX's DeepSeek-R1 MTP runs are known by their
+    image (fleet.perf.serving_recipes.mtp_draft; 66 not scored, 22 scored with their 1-token
+    draft) all rows read 12.4% / 11.9% / 29.3% and the 2,621 unseen ones 13.3% / 13.5% / 31.0%;
+    since InferenceX's TensorRT-LLM runs hold new prompts as their recipes say
+    (fleet.perf.serving_recipes.trtllm_hold) the TTFT medians read 29.1% and 30.7%."""
     assert _median(sample, "tpot") <= 0.124 + 0.01
     assert _median(sample, "tput") <= 0.119 + 0.01
     assert _median(sample, "ttft") <= 0.291 + 0.01
