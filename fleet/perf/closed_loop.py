@@ -132,7 +132,7 @@ def ttft_closed_loop(
     request_overhead_s: FloatArray,
 ) -> FloatArray:
     """Mean TTFT over the benchmark: burst waves at ``burst_s`` (the mean wait for half a wave's
-    prefills, then a decode step), the others at ``staggered_s`` (their poll wait included),
+    prefills, then a decode step), the others at ``staggered_s`` (their poll wait and hold in),
     plus the request overhead."""
     share = burst_share(prefill_first)
     return request_overhead_s + share * burst_s + (1.0 - share) * staggered_s
