@@ -51,6 +51,7 @@ def random_configs(n: int, n_models: int, n_systems: int, seed: int = 0) -> Conf
         ctx_hold_requests=np.zeros(n),
         ctx_hold_iters=np.zeros(n, dtype=np.int64),
         ctx_hold_periodic=np.zeros(n, dtype=bool),
+        moe_held_expert_time=np.ones(n, dtype=bool),
     )
 
 

@@ -13,7 +13,9 @@ it per row as a ``Problem`` code. ``isl`` counts the whole prompt; ``prefix_cach
 model draws its lengths from a range (``isl`` and ``osl`` then being the range's means);
 ``recv_interval`` (default 1) is the scheduler's request-poll interval in decode steps;
 ``ctx_hold_requests``, ``ctx_hold_iters`` (default 0: none) and ``ctx_hold_periodic`` how a
-scheduler holds new prompts to batch their prefills (``fleet.perf.closed_loop.ctx_hold_steps``).
+scheduler holds new prompts to batch their prefills (``fleet.perf.closed_loop.ctx_hold_steps``);
+``moe_held_expert_time`` (default True) whether the engine's block-scaled FP8 MoE kernel pays its
+time per expert held.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ def make_configs(
     ctx_hold_requests: NumLike = 0,
     ctx_hold_iters: NumLike = 0,
     ctx_hold_periodic: bool | Sequence[bool] | np.ndarray = False,
+    moe_held_expert_time: bool | Sequence[bool] | np.ndarray = True,
 ) -> Configs:
     """Resolve ids and broadcast everything to one row per configuration."""
     if (system is None) == (accelerator is None):
@@ -119,15 +122,16 @@ def make_configs(
         np.asarray(ctx_hold_requests, dtype=np.float64),
         _ints("ctx_hold_iters", ctx_hold_iters),
         np.asarray(ctx_hold_periodic, dtype=bool),
+        np.asarray(moe_held_expert_time, dtype=bool),
         *([] if kv_precision is None else [resolve("kv precision", kv_precision, PRECISIONS)]),
     )
     flat = [np.ascontiguousarray(p).reshape(-1) for p in parts]
-    m, s, w, t, p, d, e, b, i, o, k, a, cached, vary, recv, hold_n, hold_t, clock = flat[:18]
+    m, s, w, t, p, d, e, b, i, o, k, a, cached, vary, recv, hold_n, hold_t, clock, held = flat[:19]
     if np.any(recv < 1):
         raise InputError("recv_interval: must be at least 1 (decode steps between polls)")
     if not np.all(hold_n >= 0) or np.any(hold_t < 0):
         raise InputError("ctx_hold_requests, ctx_hold_iters: must not be negative")
-    kv = flat[18] if kv_precision is not None else default_kv_precision(catalog, s, w)
+    kv = flat[19] if kv_precision is not None else default_kv_precision(catalog, s, w)
     return Configs(
         model=m.astype(np.int64),
         system=s.astype(np.int64),
@@ -148,6 +152,7 @@ def make_configs(
         ctx_hold_requests=hold_n.astype(np.float64),
         ctx_hold_iters=hold_t,
         ctx_hold_periodic=clock.astype(bool),
+        moe_held_expert_time=held.astype(bool),
     )
 
 

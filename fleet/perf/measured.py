@@ -55,6 +55,7 @@ from fleet.perf.serving_recipes import (
     mtp_draft,
     recv_interval,
     trtllm_hold,
+    trtllm_moe_backend,
 )
 from fleet.perf.types import Configs, FloatArray, IntArray
 
@@ -141,6 +142,8 @@ class Run:
     """The catalog's published acceptance of that draft."""
     ctx_hold: Hold = NO_HOLD
     """How the server held new prompts to batch them (``serving_recipes.trtllm_hold``)."""
+    moe_backend: str = ""
+    """The MoE kernel the run chose, where its recipe says (``trtllm_moe_backend``)."""
 
     @property
     def gpus(self) -> int:
@@ -308,6 +311,7 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         spec_draft_tokens=draft,
         spec_acceptance=(model.mtp_acceptance or 0.0) if draft else 0.0,
         ctx_hold=trtllm_hold(row, deployment),
+        moe_backend=trtllm_moe_backend(row, deployment),
     )
 
 
@@ -332,6 +336,7 @@ def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
         ctx_hold_requests=[r.ctx_hold.more for r in runs],
         ctx_hold_iters=[r.ctx_hold.timeout for r in runs],
         ctx_hold_periodic=[r.ctx_hold.periodic for r in runs],
+        moe_held_expert_time=[r.moe_backend != "TRTLLM" for r in runs],
     )
     return MeasuredRuns(
         configs=configs,

@@ -413,8 +413,9 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     dsa_layers = np.where(np.isfinite(M.sparse_topk[m]), full_t * pp, 0.0)
     overhead = overhead + A.dsa_call_s[a] * dsa_layers
     # an engine's block-scaled FP8 MoE kernel: a fixed time per expert held on the rank, in every
-    # MoE layer of every forward pass (fleet.perf.kernel_moe_grid; 0 for the pooled default)
-    grid = A.block_fp8_moe_local_expert_s[a] * M.fp8_block_scaled[m]
+    # MoE layer of every forward pass (fleet.perf.kernel_moe_grid; 0 for the pooled default, and
+    # where the configuration runs a kernel without it: Configs.moe_held_expert_time)
+    grid = A.block_fp8_moe_local_expert_s[a] * M.fp8_block_scaled[m] * c.moe_held_expert_time
     if np.any(grid > 0.0):
         held = np.where(wp == _FP8, n_exp / ep, 0.0)
         overhead = overhead + grid * M.moe_layers[m] * held

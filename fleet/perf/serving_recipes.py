@@ -45,6 +45,17 @@ into their ``--extra_llm_api_options`` (``benchmarks/dsr1_fp8_b200_trt.sh`` at c
   127) // 64 x 64); Llama 3.1 70B on B200 at 1k/1k below tp 8: 20 and 0.9 of 16,384.
   TensorRT-LLM (``py_executor._waiting_requests``) holds the prompts while their tokens plus one
   per generating request are below that share, for at most the timeout counted from the first.
+
+Which MoE kernel a TensorRT-LLM run chose (``trtllm_moe_backend``): the DeepSeek-R1 FP8 B200
+recipe (``benchmarks/dsr1_fp8_b200_trt.sh`` at commit 0a919c5f, and the later ``single_node``
+revisions) sets ``moe_config: backend: TRTLLM`` (TensorRT-LLM's TRTLLM-Gen kernels) and
+``DEEPGEMM`` only at 1k/1k and 1k/8k from 256 users; its oldest revisions always ran DEEPGEMM.
+The revision that chooses is taken to be the one of the ``release:1.2.0rc6.post2`` image, the
+image that key ran from PR #594 (2026-01-28) to 2026-05-18; rows of earlier images keep
+DEEPGEMM. The block-scaled FP8 MoE rows of TensorRT-LLM's B200 tables are DeepGEMM's, with their
+fixed time per expert held (``fleet.perf.kernel_moe_grid``); the TRTLLM-Gen kernels those tables
+time (NVFP4, MXFP4) pay no such term, so a run on that backend is charged none
+(``Configs.moe_held_expert_time``).
 """
 
 from __future__ import annotations
@@ -197,3 +208,19 @@ def trtllm_hold(row: Mapping[str, str], run: Deployment) -> Hold:
     if run.model == "llama-3.1-70b" and run.tp < 8:
         return _batch_wait(run.users, run.isl, 16384, 0.9, 20)
     return NO_HOLD
+
+
+MOE_BACKEND_IMAGE = "tensorrt-llm/release:1.2.0rc6.post2"
+"""The image of the DeepSeek-R1 FP8 B200 recipe revision that chooses its MoE backend."""
+
+
+def trtllm_moe_backend(row: Mapping[str, str], run: Deployment) -> str:
+    """The MoE backend the row's aggregated TensorRT-LLM run chose (module docstring); "" where
+    no recipe says."""
+    if not inferencex_aggregated(row, "trtllm") or run.model not in _DEEPSEEK:
+        return ""
+    source = (row.get("silicon_data_source") or "").replace("#", "/")
+    if run.precision != "fp8" or run.accelerator != "b200" or MOE_BACKEND_IMAGE not in source:
+        return ""
+    deepgemm = run.logged_lengths in ((1024, 1024), (1024, 8192)) and run.users >= 256
+    return "DEEPGEMM" if deepgemm else "TRTLLM"

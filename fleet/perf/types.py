@@ -88,6 +88,11 @@ class Configs:
     ctx_hold_periodic: BoolArray
     """The timeout is a free-running clock (released every ``ctx_hold_iters``), not counted from
     the first held prompt."""
+    moe_held_expert_time: BoolArray
+    """The engine's block-scaled FP8 MoE kernel pays its fixed time per expert held on the rank
+    (``block_fp8_moe_local_expert_s``: TensorRT-LLM's CUTLASS on Hopper, DeepGEMM on Blackwell,
+    the kernels its tables time); False where a run chose a kernel without it (TensorRT-LLM's
+    TRTLLM-Gen backend, ``fleet.perf.serving_recipes.trtllm_moe_backend``). True by default."""
 
     def __len__(self) -> int:
         return int(self.model.shape[0])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,11 +18,12 @@ from fleet.perf.arrays import CatalogArrays
 from fleet.perf.closed_loop import BENCHMARK_WAVES, ctx_hold_steps
 from fleet.perf.configs import make_configs
 from fleet.perf.engines import engine_arrays
-from fleet.perf.measured import MeasuredRuns, parse_row
+from fleet.perf.measured import MeasuredRuns, aggregated_runs, parse_row
 from fleet.perf.model import estimate
 from fleet.perf.protocol import INFERENCEX_RANGE_RATIO, mean_length, range_ratio
 from fleet.perf.score import main as score_main
 from fleet.perf.serving_recipes import SGLANG_RECV_RULES
+from fleet.perf.types import Estimate
 from tests.fleet.measured_runs import needs_runs
 
 ROW = {
@@ -41,6 +43,11 @@ INFERENCEX_SOURCES = (
     "db-dump/2026-04-27; config_id=82; measured=2026-02-03; workflow_run_id=253; image",
     "source_file=2026-04-06.csv; model=GPT-OSS-120B; measured=2025-11-02; wip=False",
 )
+
+
+def _estimate(catalog: Catalog, arrays: CatalogArrays, **config: Any) -> Estimate:
+    """``estimate`` of ``make_configs(catalog, **config)`` at ``arrays``."""
+    return estimate(arrays, make_configs(catalog, **config))
 
 
 @pytest.mark.parametrize("nominal", [1, 7, 1000, 1024, 8192])
@@ -111,13 +118,10 @@ def test_drawn_lengths_stagger_a_prefill_first_schedulers_waves(
     )
     vllm = engine_arrays(catalog, arrays, "vllm")
 
-    def run(a: CatalogArrays, vary: bool):  # type: ignore[no-untyped-def]
-        return estimate(
-            a,
-            make_configs(
-                catalog, model="qwen3-32b", system="hgx-h100-8", tp=2, precision="fp8",
-                batch=[4, 32, 128], isl=922, osl=922, lengths_vary=vary,
-            ),
+    def run(a: CatalogArrays, vary: bool) -> Estimate:
+        return _estimate(
+            catalog, a, model="qwen3-32b", system="hgx-h100-8", tp=2, precision="fp8",
+            batch=[4, 32, 128], isl=922, osl=922, lengths_vary=vary,
         )  # fmt: skip
 
     burst, drawn, as_mixed = run(sglang, False), run(sglang, True), run(mixed, False)
@@ -204,16 +208,12 @@ def test_the_poll_interval_delays_staggered_arrivals_only(
     the burst that starts an idle replica and the TTFT floor do not; decode is unchanged."""
     sglang = engine_arrays(catalog, arrays, "sglang")
 
-    def run(n: int):  # type: ignore[no-untyped-def]
-        return estimate(
-            sglang,
-            make_configs(
-                catalog, model="qwen3-32b", system="hgx-h100-8", tp=2, precision="fp8",
-                batch=[4, 32, 128], isl=922, osl=922, lengths_vary=True, recv_interval=n,
-            ),
-        )  # fmt: skip
-
-    every, thirty = run(1), run(30)
+    qwen = dict(
+        model="qwen3-32b", system="hgx-h100-8", tp=2, precision="fp8", batch=[4, 32, 128],
+        isl=922, osl=922, lengths_vary=True,
+    )  # fmt: skip
+    every = _estimate(catalog, sglang, **qwen, recv_interval=1)
+    thirty = _estimate(catalog, sglang, **qwen, recv_interval=30)
     np.testing.assert_allclose(thirty.ttft_floor_s, every.ttft_floor_s)
     np.testing.assert_allclose(thirty.tpot_burst_s, every.tpot_burst_s)
     staggered = 1.0 - 1.0 / BENCHMARK_WAVES  # drawn lengths: every wave after the first
@@ -327,17 +327,63 @@ def test_holding_prompts_delays_staggered_arrivals_only(
 ) -> None:
     trt = engine_arrays(catalog, arrays, "trtllm")
 
-    def run(timeout: int):  # type: ignore[no-untyped-def]
-        return estimate(
-            trt,
-            make_configs(
-                catalog, model="llama-3.1-70b", system="hgx-b200-8", tp=2, precision="fp8",
-                batch=[4, 64], isl=922, osl=922, lengths_vary=True,
-                ctx_hold_requests=15, ctx_hold_iters=timeout,
-            ),
-        )  # fmt: skip
-
-    none, held = run(0), run(20)
+    llama = dict(
+        model="llama-3.1-70b", system="hgx-b200-8", tp=2, precision="fp8", batch=[4, 64],
+        isl=922, osl=922, lengths_vary=True, ctx_hold_requests=15,
+    )  # fmt: skip
+    none = _estimate(catalog, trt, **llama, ctx_hold_iters=0)
+    held = _estimate(catalog, trt, **llama, ctx_hold_iters=20)
     np.testing.assert_allclose(held.ttft_floor_s, none.ttft_floor_s)
     np.testing.assert_allclose(held.tpot_burst_s, none.tpot_burst_s)
     assert np.all(held.ttft_burst_s > none.ttft_burst_s)
+
+
+@pytest.mark.parametrize(
+    ("image", "users", "lengths", "backend"),
+    [
+        ("release:1.2.0rc6.post2", 64, ("1024", "1024"), "TRTLLM"),
+        ("release:1.2.0rc6.post2", 256, ("1024", "1024"), "DEEPGEMM"),
+        ("release:1.2.0rc6.post2", 256, ("8192", "1024"), "TRTLLM"),
+        ("release:1.1.0rc2.post2", 64, ("1024", "1024"), ""),  # an earlier revision: no choice
+    ],
+)
+def test_the_fp8_b200_recipe_chooses_its_moe_backend(
+    catalog: Catalog, image: str, users: int, lengths: tuple[str, str], backend: str
+) -> None:
+    """InferenceX's DeepSeek-R1 FP8 B200 TensorRT-LLM recipe of the 1.2.0rc6.post2 image runs
+    TRTLLM-Gen MoE kernels, DeepGEMM at 1k/1k and 1k/8k from 256 users; a TRTLLM-Gen run pays no
+    time per expert held."""
+    source = (
+        f"source_file=2026-03-25.csv; model=DeepSeek-R1; silicon_concurrency={users}; "
+        f"wip=False; image=nvcr.io#nvidia/tensorrt-llm/{image}"
+    )
+    row = {
+        **DEEPSEEK_B200, "backend": "trtllm", "silicon_data_source": source,
+        "isl": lengths[0], "osl": lengths[1],
+    }  # fmt: skip
+    run = parse_row(catalog, row, 2)
+    assert not isinstance(run, str) and run.moe_backend == backend
+    configs = aggregated_runs(catalog, [run]).configs
+    assert bool(configs.moe_held_expert_time[0]) is (backend != "TRTLLM")
+
+
+def test_a_kernel_without_the_held_expert_time_steps_faster(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """The block-scaled FP8 MoE time per expert held (TensorRT-LLM's DeepGEMM on B200) is charged
+    only where the configuration's kernel pays it."""
+    trt = engine_arrays(catalog, arrays, "trtllm")
+
+    deepseek = dict(
+        model="deepseek-r1", system="hgx-b200-8", tp=8, precision="fp8", batch=[4, 64],
+        isl=1024, osl=1024,
+    )  # fmt: skip
+    deepgemm = _estimate(catalog, trt, **deepseek, moe_held_expert_time=True)
+    trtllm_gen = _estimate(catalog, trt, **deepseek, moe_held_expert_time=False)
+    # 256 experts held per rank at ep 1, in each MoE layer of a forward pass
+    per_expert = trt.accelerators.block_fp8_moe_local_expert_s[
+        list(catalog.accelerators).index("b200")
+    ]
+    layers = trt.models.moe_layers[list(catalog.models).index("deepseek-r1")]
+    assert per_expert > 0.0
+    np.testing.assert_allclose(deepgemm.step_s - trtllm_gen.step_s, per_expert * layers * 256)

@@ -43,6 +43,7 @@ def _configs(n: int, **columns: np.ndarray) -> Configs:
     base["ctx_hold_requests"] = np.zeros(n)
     base["ctx_hold_iters"] = np.zeros(n, dtype=np.int64)
     base["ctx_hold_periodic"] = np.zeros(n, dtype=bool)
+    base["moe_held_expert_time"] = np.ones(n, dtype=bool)
     base.update(columns)
     return Configs(**base)
 
