@@ -21,8 +21,9 @@ tables only, so the plan it returns is checked queue by queue and repaired:
 2. Per (family, tier, period): queues over capacity hand their excess to queues of the same
    product with room (a router splits a Poisson stream into Poisson streams, so re-splitting is
    free); what is still in excess is worth a replica more of a member where its pool has idle
-   systems and the tokens it saves are worth more than it costs (greedy, best gain first); the
-   rest is shed, as unserved demand.
+   systems (and, under a reconfiguration limit, churn to spare in that period and the next: the
+   plan keeps constraint (6) of ``planner.solve.formulation``) and the tokens it saves are worth
+   more than it costs (greedy, best gain first); the rest is shed, as unserved demand.
 3. The objective is restated: revenue of the shed tokens lost, their penalty added, the added
    replicas' cost added. The bound is the solver's bound on the planning tables (the repaired
    plan is feasible in them, so the bound still bounds its objective), and the gap is re-stated
@@ -36,6 +37,7 @@ import math
 
 import numpy as np
 
+from fleet.perf.types import BoolArray
 from planner.build.pipeline import Built, routing_domains
 from planner.build.queueing import wait_quantile_s
 from planner.solve.evaluate import products, replica_upper
@@ -118,6 +120,16 @@ class _Repair:
         np.add.at(used, cand.pool, self.replicas * cand.systems_per_replica[:, None])
         self.free = t.inventory.systems_available - used
         self.upper = replica_upper(t)
+        # A reconfiguration limit r bounds each pool's churn (systems changing role between
+        # consecutive periods, constraint (6) of planner.solve.formulation): a replica added
+        # must keep it, in its period and the next.
+        limit = built.scenario.options.reconfiguration_limit
+        self.churn_limit = (
+            None if limit is None else 2.0 * limit * t.inventory.systems_available.astype(float)
+        )
+        moved = np.abs(np.diff(self.replicas, axis=1)) * cand.systems_per_replica[:, None]
+        self.churn = np.zeros(t.inventory.systems_available.shape)
+        np.add.at(self.churn[:, 1:], cand.pool, moved)
         self.domain = routing_domains(built.scenario)[cand.pool]
         self.slots_per_unit = det.queue_slots * det.replicas_per_unit
         self.ceiling = det.ceiling_tokens_per_s
@@ -130,6 +142,31 @@ class _Repair:
         self.penalty_usd = 0.0
         self.added_units = 0
         self.shed_tokens = 0.0
+
+    def churn_after(self, c: IntArray, p: int, units: IntArray) -> tuple[FloatArray, FloatArray]:
+        """The churn of each candidate's pool in periods ``p`` and ``p + 1`` were candidate ``c``
+        to run ``units + 1`` replicas in period ``p`` (``units``: its count there now)."""
+        spr = self.t.candidates.systems_per_replica[c].astype(float)
+        pool = self.t.candidates.pool[c]
+        periods = self.replicas.shape[1]
+        # period 0 has no predecessor: no churn there
+        before = self.replicas[c, p - 1] if p > 0 else units + 1
+        after = self.replicas[c, p + 1] if p + 1 < periods else units
+        d_p = spr * (np.abs(units + 1 - before) - np.abs(units - before)) if p > 0 else 0.0 * spr
+        d_next = spr * (np.abs(after - units - 1) - np.abs(after - units))
+        now_next = self.churn[pool, p + 1] if p + 1 < periods else np.zeros(c.shape[0])
+        return self.churn[pool, p] + d_p, now_next + d_next
+
+    def churn_allows(self, c: IntArray, p: int, units: IntArray) -> BoolArray:
+        """Whether one more replica of each candidate in period ``p`` keeps its pool's churn
+        within the reconfiguration limit in ``p`` and ``p + 1`` (always, without a limit)."""
+        if self.churn_limit is None:
+            return np.ones(c.shape[0], dtype=bool)
+        at_p, at_next = self.churn_after(c, p, units)
+        pool = self.t.candidates.pool[c]
+        periods = self.replicas.shape[1]
+        limit_next = self.churn_limit[pool, p + 1] if p + 1 < periods else np.inf
+        return (at_p <= self.churn_limit[pool, p] + 1e-9) & (at_next <= limit_next + 1e-9)
 
     def stats(
         self, members: IntArray, queue: IntArray, units: IntArray, p: int
@@ -205,7 +242,10 @@ class _Repair:
             # Every member that one more replica could grow, evaluated at once: only its own
             # queue changes (a member with slack joins the slack minimum only if it had none).
             opt = np.flatnonzero(
-                (units < self.upper[members, p]) & (self.free[pool, p] >= spu) & (cap > 0)
+                (units < self.upper[members, p])
+                & (self.free[pool, p] >= spu)
+                & (cap > 0)
+                & self.churn_allows(members, p, units)
             )
             if not opt.size:
                 break
@@ -226,6 +266,10 @@ class _Repair:
             if gain[best] <= 0:
                 break
             i = int(opt[best])
+            at_p, at_next = self.churn_after(members[i : i + 1], p, units[i : i + 1])
+            self.churn[pool[i], p] = at_p[0]
+            if p + 1 < self.replicas.shape[1]:
+                self.churn[pool[i], p + 1] = at_next[0]
             units[i] += 1
             self.free[pool[i], p] -= int(spu[i])
             self.added_usd += float(self.unit_usd[members[i]])

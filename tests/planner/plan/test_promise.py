@@ -4,6 +4,7 @@ SLO."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -12,10 +13,11 @@ import pytest
 from fleet.errors import InputError
 from planner.build.pipeline import Built, build, routing_domains
 from planner.build.queueing import wait_quantile_s
-from planner.plan.promise import max_load, queue_of
+from planner.plan.promise import _Repair, max_load, queue_of
 from planner.plan.schema import meets_ttft_slo
-from planner.run import plan_scenario
+from planner.run import plan_scenario, solve_options
 from planner.scenario.decode import decode_scenario
+from planner.solve import solve
 
 
 def _two_regions(tiny_with, routing: str | None) -> Any:
@@ -81,3 +83,42 @@ def test_every_reported_assignment_meets_its_slo(tiny_with, catalog, arrays, rou
 def test_an_unknown_routing_is_a_field_error(tiny_with) -> None:
     with pytest.raises(InputError, match=r"\$\.fleet\.routing"):
         _two_regions(tiny_with, "planet")
+
+
+def test_a_replica_the_promise_adds_keeps_the_reconfiguration_limit(
+    tiny_with, catalog, arrays
+) -> None:
+    """With a reconfiguration limit, a replica the repair adds must keep its pool's churn
+    (systems changing role between consecutive periods, constraint (6)) within the limit in its
+    period and the next: with the budget used up it may only add where that lowers the churn."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc.setdefault("options", {})["reconfiguration_limit"] = 0.5
+
+    s = decode_scenario(tiny_with(edit), "json")
+    built = build(s, catalog, arrays)
+    assert isinstance(built, Built)
+    result = solve(built.tables, solve_options(s))
+    repair = _Repair(built, result)
+    assert repair.churn_limit is not None
+    assert np.all(repair.churn <= repair.churn_limit + 1e-9)  # as the solver left it
+    c = np.asarray([int(np.argmax(result.replicas.sum(axis=1)))])  # the busiest candidate
+    seen: set[bool] = set()
+    for p in range(1, built.tables.periods):
+        units = repair.replicas[c, p]
+        repair.churn[:] = repair.churn_limit  # every pool's budget used up
+        allowed = bool(repair.churn_allows(c, p, units)[0])
+        x_prev = int(repair.replicas[c[0], p - 1])
+        x_next = int(repair.replicas[c[0], p + 1]) if p + 1 < built.tables.periods else None
+        lowers_p = units[0] < x_prev  # one more brings period p closer to p - 1
+        lowers_next = x_next is None or units[0] < x_next  # ... and p + 1 closer to p
+        assert allowed == (lowers_p and lowers_next)
+        seen.add(allowed)
+    assert False in seen
+    # a dip: one more replica in period 1 brings it closer to both neighbours
+    u = int(repair.replicas[c[0], 1])
+    repair.replicas[c[0], 0] = repair.replicas[c[0], 2] = u + 2
+    assert bool(repair.churn_allows(c, 1, repair.replicas[c, 1])[0])
+    no_limit = _Repair(built, dataclasses.replace(result))
+    no_limit.churn_limit = None
+    assert bool(no_limit.churn_allows(c, 1, repair.replicas[c, 1])[0])
