@@ -53,6 +53,7 @@ from fleet.perf.serving_recipes import (
     Deployment,
     Hold,
     mtp_draft,
+    pays_held_expert_time,
     recv_interval,
     trtllm_hold,
     trtllm_moe_backend,
@@ -336,7 +337,7 @@ def aggregated_runs(catalog: Catalog, runs: Sequence[Run]) -> MeasuredRuns:
         ctx_hold_requests=[r.ctx_hold.more for r in runs],
         ctx_hold_iters=[r.ctx_hold.timeout for r in runs],
         ctx_hold_periodic=[r.ctx_hold.periodic for r in runs],
-        moe_held_expert_time=[r.moe_backend != "TRTLLM" for r in runs],
+        moe_held_expert_time=[pays_held_expert_time(r.moe_backend) for r in runs],
     )
     return MeasuredRuns(
         configs=configs,

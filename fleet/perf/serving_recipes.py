@@ -152,13 +152,18 @@ MTP_DRAFT_TOKENS = 3
 """Draft tokens of those recipes; 1 with data-parallel attention (module docstring)."""
 
 
+def ran_image(row: Mapping[str, str], image: str) -> bool:
+    """The row's run names ``image`` (its source writes the registry's "/" as "#" or "/")."""
+    return image in (row.get("silicon_data_source") or "").replace("#", "/")
+
+
 def mtp_draft(row: Mapping[str, str], run: Deployment) -> int:
     """Draft tokens of the MTP module the row's run ran (module docstring); 0: none."""
     backend = (row.get("backend") or "").strip()
     image = MTP_IMAGES.get((backend, run.accelerator))
     if run.model not in _DEEPSEEK or image is None or not inferencex_aggregated(row, backend):
         return 0
-    if image not in (row.get("silicon_data_source") or "").replace("#", "/"):
+    if not ran_image(row, image):
         return 0
     return 1 if run.dp > 1 else MTP_DRAFT_TOKENS
 
@@ -219,8 +224,17 @@ def trtllm_moe_backend(row: Mapping[str, str], run: Deployment) -> str:
     no recipe says."""
     if not inferencex_aggregated(row, "trtllm") or run.model not in _DEEPSEEK:
         return ""
-    source = (row.get("silicon_data_source") or "").replace("#", "/")
-    if run.precision != "fp8" or run.accelerator != "b200" or MOE_BACKEND_IMAGE not in source:
+    if run.precision != "fp8" or run.accelerator != "b200" or not ran_image(row, MOE_BACKEND_IMAGE):
         return ""
     deepgemm = run.logged_lengths in ((1024, 1024), (1024, 8192)) and run.users >= 256
     return "DEEPGEMM" if deepgemm else "TRTLLM"
+
+
+WITHOUT_HELD_EXPERT_TIME = frozenset({"TRTLLM"})
+"""MoE backends whose block-scaled FP8 kernel pays no time per expert held (module docstring)."""
+
+
+def pays_held_expert_time(backend: str) -> bool:
+    """Whether a run on ``backend`` ("" = unknown: the tables' kernel) pays the block-scaled FP8
+    MoE kernel's time per expert held (``Configs.moe_held_expert_time``)."""
+    return backend not in WITHOUT_HELD_EXPERT_TIME

@@ -149,10 +149,12 @@ class _Repair:
         spr = self.t.candidates.systems_per_replica[c].astype(float)
         pool = self.t.candidates.pool[c]
         periods = self.replicas.shape[1]
-        # period 0 has no predecessor: no churn there
-        before = self.replicas[c, p - 1] if p > 0 else units + 1
+        if p > 0:
+            before = self.replicas[c, p - 1]
+            d_p = spr * (np.abs(units + 1 - before) - np.abs(units - before))
+        else:  # period 0 has no predecessor: no churn there
+            d_p = np.zeros_like(spr)
         after = self.replicas[c, p + 1] if p + 1 < periods else units
-        d_p = spr * (np.abs(units + 1 - before) - np.abs(units - before)) if p > 0 else 0.0 * spr
         d_next = spr * (np.abs(after - units - 1) - np.abs(after - units))
         now_next = self.churn[pool, p + 1] if p + 1 < periods else np.zeros(c.shape[0])
         return self.churn[pool, p] + d_p, now_next + d_next

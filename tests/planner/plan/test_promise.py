@@ -4,7 +4,6 @@ SLO."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -119,6 +118,6 @@ def test_a_replica_the_promise_adds_keeps_the_reconfiguration_limit(
     u = int(repair.replicas[c[0], 1])
     repair.replicas[c[0], 0] = repair.replicas[c[0], 2] = u + 2
     assert bool(repair.churn_allows(c, 1, repair.replicas[c, 1])[0])
-    no_limit = _Repair(built, dataclasses.replace(result))
+    no_limit = _Repair(built, result)
     no_limit.churn_limit = None
     assert bool(no_limit.churn_allows(c, 1, repair.replicas[c, 1])[0])
