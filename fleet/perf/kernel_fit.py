@@ -273,10 +273,41 @@ def fit_context_attention(data: Path, acc: Accelerator) -> KernelFit:
     return _roofline(acc, "context attention bf16", samples, peak, (0.5, 0.5, 10.0), 200.0)
 
 
-def fit_moe(data: Path, acc: Accelerator, dtype: str) -> KernelFit:
+@dataclass(frozen=True, slots=True)
+class MoeFits:
+    """The fits of one MoE table's rows of one expert dtype."""
+
+    full: KernelFit
+    """The roofline over calls of at most ``kernel_tables.MOE_MAX_TOKENS`` tokens
+    (``moe <dtype>``): reported, and the FLOP fraction the decode fit holds."""
+    decode: KernelFit
+    """Its streaming and call terms refitted on decode-sized calls (``moe <dtype> decode``: at
+    most ``kernel_tables.DECODE_MAX_TOKENS`` tokens, the regime a decode step's MoE layer runs
+    in) at the full fit's FLOP fraction: the expert-streaming figure and the call's fixed
+    time."""
+
+
+def fit_moe(data: Path, acc: Accelerator, dtype: str) -> MoeFits:
+    """One expert dtype's MoE rows: the roofline up to prefill-chunk-sized calls, then its
+    weight-streaming fraction and call time refitted where the model charges them, on the
+    decode-sized calls, as ``gemm_fits`` does for the GEMMs. Over 1,024-token calls the compute
+    side sets the call term too: at 1-8 tokens the MXFP4 rows lie ~10 us under it."""
     peak = (acc.peak_tflops.get(PEAK_COLUMN[dtype]) or 0.0) * 1e12  # type: ignore[arg-type]
+    bw = acc.memory_bandwidth_bytes_per_s
     samples = kt.moe(data, acc.id, dtype)
-    return _roofline(acc, f"moe {dtype}", samples, peak, (0.5, 0.6, 20.0), 500.0)
+    full = _roofline(acc, f"moe {dtype}", samples, peak, (0.5, 0.6, 20.0), 500.0)
+    start = full.params
+    rate = peak * start["flops_fraction"]
+
+    def on_bytes(x: np.ndarray, s: kt.Samples) -> FloatArray:
+        return _roof(s.flops / rate, s.bytes / (bw * x[0])) + x[1] * 1e-6
+
+    decode = _fit(
+        acc.id, f"moe {dtype} decode", kt.moe(data, acc.id, dtype, max_tokens=kt.DECODE_MAX_TOKENS),
+        on_bytes, ("bandwidth_fraction", "call_us"),
+        (start["bandwidth_fraction"], start["call_us"]), ((0.01, 0.0), (1.5, 500.0)),
+    )  # fmt: skip
+    return MoeFits(full, decode)
 
 
 def fit_int4_moe(data: Path, acc: Accelerator) -> KernelFit:
@@ -329,7 +360,9 @@ def fit_accelerator(data: Path, acc: Accelerator, catalog: Catalog) -> list[Kern
     fits += [fit_context_attention(data, acc)]
     four_bit = ["fp4", MOE_FP4] if acc.peak_tflops.fp4 else ["mxfp4_weight_only"]
     moe = list(MOE_EIGHT_SIXTEEN) + four_bit
-    fits += [fit_moe(data, acc, d) for d in moe if d in have["moe"]]
+    for d in (d for d in moe if d in have["moe"]):
+        m = fit_moe(data, acc, d)
+        fits += [m.full, m.decode]
     if have["int4 moe"]:
         fits.append(fit_int4_moe(data, acc))
     fits += [fit_all_reduce(data, acc), fit_all_to_all(data, acc)]
@@ -350,9 +383,10 @@ def figures(fits: Sequence[KernelFit]) -> dict[str, float]:
     if "gemm fp4" in by:
         out["gemm_flops_fraction.fp4"] = by["gemm fp4 compute"].params["flops_fraction"]
         out["gemm_fp4_bandwidth_fraction"] = by["gemm fp4 decode"].params["bandwidth_fraction"]
-    if f"moe {MOE_FP4}" in by:
-        out["moe_fp4_bandwidth_fraction"] = by[f"moe {MOE_FP4}"].params["bandwidth_fraction"]
-        out["moe_fp4_call_us"] = by[f"moe {MOE_FP4}"].params["call_us"]
+    if f"moe {MOE_FP4} decode" in by:
+        fp4 = by[f"moe {MOE_FP4} decode"].params
+        out["moe_fp4_bandwidth_fraction"] = fp4["bandwidth_fraction"]
+        out["moe_fp4_call_us"] = fp4["call_us"]
     if INT4_MOE in by:
         out["moe_int4_bandwidth_fraction"] = by[INT4_MOE].params["bandwidth_fraction"]
     from fleet.perf import kernel_dsa  # imports this module

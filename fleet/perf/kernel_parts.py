@@ -107,8 +107,9 @@ def kernel_figures(
     FLOP fractions from the compute-regime fits, weight streaming from the decode-regime ones
     (geometric mean of BF16 and the 8-bit format); 8-bit: FP8 (geometric mean of per-tensor and
     block-scaled) where measured, else INT8 (SmoothQuant W8A8); decode-attention KV reads over
-    the KV dtypes measured; MoE streaming over the 8/16-bit expert dtypes measured (of
-    ``moe_dtypes``); linear attention and Mamba2 only where their tables exist."""
+    the KV dtypes measured; MoE streaming and call time from the decode-regime MoE fits, over
+    the 8/16-bit expert dtypes measured (of ``moe_dtypes``); linear attention and Mamba2 only
+    where their tables exist."""
 
     def gemm(dtype: str, regime: str, param: str) -> float:
         return by[f"gemm {dtype} {regime}"].params[param]
@@ -132,12 +133,10 @@ def kernel_figures(
     if kv:
         out["attention_bandwidth_fraction"] = _geomean(kv)
     out["context_attention_flops_fraction"] = by["context attention bf16"].params["flops_fraction"]
-    moe = [by[f"moe {d}"].params["bandwidth_fraction"] for d in moe_dtypes if f"moe {d}" in by]
+    moe = [by[f"moe {d} decode"].params for d in moe_dtypes if f"moe {d} decode" in by]
     if moe:
-        out["moe_bandwidth_fraction"] = _geomean(moe)
-        out["moe_call_us"] = _geomean(
-            [by[f"moe {d}"].params["call_us"] for d in moe_dtypes if f"moe {d}" in by]
-        )
+        out["moe_bandwidth_fraction"] = _geomean([m["bandwidth_fraction"] for m in moe])
+        out["moe_call_us"] = _geomean([m["call_us"] for m in moe])
     out["all_reduce_link_fraction"] = by["all-reduce"].params["link_fraction"]
     out["all_reduce_call_us_2"] = call_latency_us(by["all-reduce"], 2.0)
     out["all_reduce_call_us_4"] = call_latency_us(by["all-reduce"], 4.0)

@@ -280,16 +280,16 @@ def test_the_table_says_what_the_block_fp8_moe_kernel_adds(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "MoE kernel" not in out
-    # every engine: the MoE layers' call time (58 layers x H200's 29.6 us)
-    assert "routed-expert calls: 1.72 ms of the overhead per forward pass (58 MoE layers" in out
+    # every engine: the MoE layers' call time (58 layers x H200's 28 us)
+    assert "routed-expert calls: 1.62 ms of the overhead per forward pass (58 MoE layers" in out
     # not on 4-bit weight-only experts (gpt-oss on Hopper): their fitted figure holds it
     oss = ["estimate", "--model", "gpt-oss-120b", "--system", "hgx-h200-8", "--precision", "fp4"]
     assert main([*oss, "--batch", "4"]) == 0
     assert "routed-expert calls" not in capsys.readouterr().out
-    # native FP4 experts (B200) at their MXFP4 kernel's call time, 26.4 us, not the 8/16-bit 31.1
+    # native FP4 experts (B200) at their MXFP4 kernel's call time, 21 us, not the 8/16-bit 29.4
     oss[oss.index("hgx-h200-8")] = "hgx-b200-8"
     assert main([*oss, "--batch", "4"]) == 0
-    assert "0.95 ms of the overhead per forward pass (36 MoE layers x 26.4 us" in (
+    assert "0.76 ms of the overhead per forward pass (36 MoE layers x 21 us" in (
         capsys.readouterr().out
     )
 

@@ -84,22 +84,25 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
     since InferenceX's TensorRT-LLM runs hold new prompts as their recipes say
     (fleet.perf.serving_recipes.trtllm_hold) the TTFT medians read 29.1% and 30.7%; since the
     DeepSeek-R1 FP8 B200 recipe's MoE backend is read (serving_recipes.trtllm_moe_backend) all
-    rows read 12.3% / 11.8% / 29.2% and the unseen ones 13.2% / 13.3% / 30.8%."""
-    assert _median(sample, "tpot") <= 0.123 + 0.01
-    assert _median(sample, "tput") <= 0.118 + 0.01
+    rows read 12.3% / 11.8% / 29.2% and the unseen ones 13.2% / 13.3% / 30.8%; since the MoE
+    streaming and call terms are fitted on decode-sized calls (fleet.perf.kernel_fit.fit_moe,
+    with the Hopper and engine re-fits after it) all rows read 11.7% / 11.6% / 29.2% and the
+    unseen ones 12.6% / 13.2% / 30.6%."""
+    assert _median(sample, "tpot") <= 0.117 + 0.01
+    assert _median(sample, "tput") <= 0.116 + 0.01
     assert _median(sample, "ttft") <= 0.292 + 0.01
     if sample.scored.seen.any():
-        assert _median(sample, "tpot", unseen_only=True) <= 0.132 + 0.01
-        assert _median(sample, "tput", unseen_only=True) <= 0.133 + 0.01
-        assert _median(sample, "ttft", unseen_only=True) <= 0.308 + 0.01
+        assert _median(sample, "tpot", unseen_only=True) <= 0.126 + 0.01
+        assert _median(sample, "tput", unseen_only=True) <= 0.132 + 0.01
+        assert _median(sample, "ttft", unseen_only=True) <= 0.306 + 0.01
 
 
 @needs_data
 @needs_runs
 @pytest.mark.xfail(
     strict=True,
-    reason="known gap: on the sample's 2,621 rows no fit reads the medians are 13.2% TPOT, "
-    "13.3% tokens/s per GPU and 30.8% TTFT (12.3% / 11.8% / 29.2% with the 1,112 reference runs "
+    reason="known gap: on the sample's 2,621 rows no fit reads the medians are 12.6% TPOT, "
+    "13.2% tokens/s per GPU and 30.6% TTFT (11.7% / 11.6% / 29.2% with the 1,112 reference runs "
     "in; docs/calibration.md, the unseen check)",
 )
 @pytest.mark.parametrize("figure", list(BARS))
