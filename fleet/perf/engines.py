@@ -9,6 +9,7 @@ whose factors of each accelerator family the engine's entry names are multiplied
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -17,6 +18,7 @@ from fleet.catalog import PRECISIONS, Catalog
 from fleet.catalog.engines import EngineFactors
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.transfer import resolve_efficiency
+from fleet.perf.types import Configs, Estimate
 
 FIELDS: dict[str, tuple[str, ...]] = {
     # One bandwidth multiplier per engine: weight streaming (every precision), the LM head's
@@ -74,6 +76,15 @@ def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> Ca
             kv_of_free_memory=engine.scheduling.kv_cache_of_free_memory,
         )
     return arrays
+
+
+def with_serving_overhead(arrays: CatalogArrays, configs: Configs, est: Estimate) -> Estimate:
+    """``est`` with the engine's per-request serving cost (``CatalogArrays.request_overhead_s``:
+    HTTP front-end, tokenization, scheduling, first detokenization) added to ``ttft_floor_s``,
+    the time to first token a user sees with no queueing. The scorer charges the same cost on
+    measured TTFTs (``fleet.perf.closed_loop``); a plan's TTFT promise must carry it too."""
+    overhead = arrays.accelerators.request_overhead_s[arrays.systems.accelerator[configs.system]]
+    return dataclasses.replace(est, ttft_floor_s=est.ttft_floor_s + overhead)
 
 
 def expert_prefill_terms(catalog: Catalog, engine_id: str) -> dict[str, dict[str, float]]:

@@ -7,7 +7,8 @@ speculative options), estimated once per (model, system, token profile) by
 
 Filter (``eligible``): the configuration is valid and fits; its streaming speed at a full batch
 (the slowest a stream gets, so the floor holds at any percentile) reaches the offer's speed; its
-TTFT floor (prefill + one decode step, no queueing) is below the tier's TTFT SLO.
+TTFT floor (prefill + one decode step, no queueing, plus the engine's per-request serving cost:
+``fleet.perf.engines.with_serving_overhead``) is below the tier's TTFT SLO.
 
 Headroom (``planner.build.queueing``): in period t the tier's requests arrive at lambda_t; a replica
 of b = batch slots holding each request request_s seconds serves, within the TTFT percentile,

@@ -40,7 +40,7 @@ from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.disagg import form_units
-from fleet.perf.engines import engine_arrays, engine_note
+from fleet.perf.engines import engine_arrays, engine_note, with_serving_overhead
 from fleet.perf.grid import evaluate_grid
 from fleet.perf.types import Configs, Estimate, FloatArray, IntArray
 from planner.build.candidates import Pruned, Slo, eligible, prune
@@ -60,6 +60,10 @@ class CandidateDetails:
     configs: Configs
     tokens_per_s_per_user: FloatArray
     ttft_floor_s: FloatArray
+    """Time to first token with no queueing as a user sees it: the performance model's floor
+    (prefill + one decode step) plus the engine's per-request serving cost (HTTP front-end,
+    tokenization, scheduling, first detokenization; ``fleet.perf.engines
+    .with_serving_overhead``), which every measured TTFT carries."""
     request_s: FloatArray
     """Seconds a request holds one of the candidate's queue slots: a batch slot of an aggregated
     replica (TTFT floor + streaming), a prefill replica of a disaggregated unit (its prefill)."""
@@ -265,6 +269,7 @@ def screen(s: Scenario, catalog: Catalog, arrays: CatalogArrays, pool_max: IntAr
                     units = form_units(engine_factors, *grid)
                     serving[key] = Serving(units, len(grid[0]))
                     grid = combine(*grid, units)
+                grid = (grid[0], with_serving_overhead(engine_factors, *grid))
                 estimates[key] = grid
             configs, est = estimates[key]
             mask = eligible(est, slo)

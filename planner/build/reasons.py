@@ -100,7 +100,7 @@ def unserved_sentence(model: str, tier: Tier, trace: GroupTrace) -> str:
             f"no candidate of {model} on any pool meets the {tier.id} tier's "
             f"{tier.max_ttft_ms:g} ms time to first token at p{tier.ttft_percentile:g} even "
             f"without queueing (best: {trace.ttft.value * 1e3:.0f} ms on {trace.ttft.pool}, "
-            f"{trace.ttft.config})"
+            f"{trace.ttft.config}, the serving stack's per-request cost included)"
         )
     if trace.speed is not None:
         return (

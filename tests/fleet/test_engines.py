@@ -12,8 +12,9 @@ from fleet.catalog import CatalogError, UnknownIdError, load_catalog
 from fleet.catalog.engines import MULTIPLIERS, POOLED
 from fleet.catalog.load import DATA_DIR, Catalog
 from fleet.perf.arrays import CatalogArrays
+from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.configs import make_configs
-from fleet.perf.engines import FIELDS, engine_arrays, engine_note, flat
+from fleet.perf.engines import FIELDS, engine_arrays, engine_note, flat, with_serving_overhead
 from fleet.perf.model import estimate
 from fleet.perf.types import Configs
 
@@ -92,6 +93,28 @@ def test_engines_move_the_estimates_where_measured(catalog: Catalog, arrays: Cat
         tpot = estimate(engine_arrays(catalog, arrays, engine_id), configs).tpot_s
         assert not np.allclose(tpot[:4], pooled[:4]), engine_id  # Hopper and B200: measured
         assert tpot[4] == pooled[4]  # MI300X: no measurements, multipliers 1
+
+
+def test_the_serving_overhead_lands_on_the_ttft_floor_only(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """A plan's TTFT carries the engine's per-request serving cost (HTTP, tokenization,
+    scheduling) that every measured TTFT does: the floor moves by exactly the engine's overhead
+    (the pooled one for the pooled default), nothing else does."""
+    configs = _configs(catalog)
+    for engine_id in (POOLED, *catalog.engines):
+        engine = engine_arrays(catalog, arrays, engine_id)
+        est = estimate(engine, configs)
+        out = with_serving_overhead(engine, configs, est)
+        entry = catalog.engine(engine_id)
+        overhead_s = (
+            REQUEST_OVERHEAD_S
+            if entry is None or entry.scheduling is None
+            else entry.scheduling.request_overhead_ms * 1e-3
+        )
+        np.testing.assert_allclose(out.ttft_floor_s - est.ttft_floor_s, overhead_s, rtol=1e-9)
+        np.testing.assert_array_equal(out.tpot_s, est.tpot_s)
+        np.testing.assert_array_equal(out.ttft_burst_s, est.ttft_burst_s)
 
 
 def test_notes_say_what_is_not_measured(catalog: Catalog) -> None:

@@ -10,6 +10,9 @@ import msgspec
 import numpy as np
 import pytest
 
+from fleet.catalog.engines import POOLED
+from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
+from fleet.perf.model import estimate
 from planner.build.pipeline import Built, build, build_inventory
 from planner.plan.assemble import _late, assemble_plan
 from planner.plan.promise import keep_ttft_promise
@@ -89,6 +92,18 @@ def test_tiny_tables_meet_the_slos(tiny_with, catalog, arrays) -> None:
     # Prefix caching: the whole prompt (1,500) is held as KV, 30% of it skips prefill.
     assert set(det.configs.isl.tolist()) == {1500}
     assert set(det.configs.prefix_cached_tokens.tolist()) == {450}
+
+
+def test_the_tables_ttft_floor_carries_the_serving_overhead(tiny_with, catalog, arrays) -> None:
+    """Every candidate's TTFT floor, the one its SLO is screened on, its queue's headroom is
+    sized with and the promise checks, is the forward passes' floor plus the engine's
+    per-request serving cost (tiny searches the pooled default engine: 77.5 ms)."""
+    built = build(_scenario(tiny_with), catalog, arrays)
+    assert isinstance(built, Built)
+    det = built.candidates
+    assert set(det.engine.tolist()) == {POOLED}
+    floor = estimate(arrays, det.configs).ttft_floor_s
+    np.testing.assert_allclose(det.ttft_floor_s - floor, REQUEST_OVERHEAD_S, rtol=1e-9)
 
 
 def test_an_unreachable_tier_is_infeasible_with_a_reason(tiny_with, catalog, arrays) -> None:
