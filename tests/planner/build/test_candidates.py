@@ -165,7 +165,10 @@ def test_sentences_for_ttft_fit_and_pool_size() -> None:
     assert "meets the fast tier's 200 ms time to first token at p99" in unserved_sentence(
         "m", tier, slow_prefill
     )
-    assert "(best: 350 ms on p, tp=1 fp8 batch 1)" in unserved_sentence("m", tier, slow_prefill)
+    assert (
+        "(best: 350 ms on p, tp=1 fp8 batch 1, the serving stack's per-request cost included)"
+        in unserved_sentence("m", tier, slow_prefill)
+    )
     nothing_fits = GroupTrace()
     nothing_fits.observe(
         "p", 4, cfg, _estimate(tokens_per_s_per_user=np.array([150.0]), fits=np.array([False])), slo
