@@ -20,7 +20,8 @@ tables only, so the plan it returns is checked queue by queue and repaired:
    within the smallest slack of its members (bisection on the load).
 2. Per (family, tier, period): queues over capacity hand their excess to queues of the same
    product with room (a router splits a Poisson stream into Poisson streams, so re-splitting is
-   free); what is still in excess is worth a replica more of a member where its pool has idle
+   free); what is still in excess is worth a replica more of a candidate of the product (one
+   the plan runs in that period or one it left idle: ``repair_members``) where its pool has idle
    systems (and, under a reconfiguration limit, churn to spare in that period and the next: the
    plan keeps constraint (6) of ``planner.solve.formulation``) and the tokens it saves are worth
    more than it costs (greedy, best gain first); the rest is shed, as unserved demand.
@@ -40,7 +41,7 @@ import numpy as np
 from fleet.perf.types import BoolArray
 from planner.build.pipeline import Built, routing_domains
 from planner.build.queueing import wait_quantile_s
-from planner.solve.evaluate import products, replica_upper
+from planner.solve.evaluate import Products, products, replica_upper
 from planner.solve.solution import SolveResult, SolveStatus
 from planner.solve.tables import SECONDS_PER_HOUR, FloatArray, IntArray
 
@@ -300,6 +301,15 @@ class _Repair:
             self.penalty_usd += shed * (value_usd - price_usd) * seconds
 
 
+def repair_members(active: IntArray, prods: Products, has_slo: BoolArray, j: int) -> IntArray:
+    """The candidates the repair of product ``j`` may grow in a period: those the plan runs for it
+    there (``active``) and every other useful candidate of the product with a TTFT SLO, idle in
+    the plan: one more replica of a layout the solver left unused (more slots per system, or in a
+    pool with idle systems) may give a late queue its room for less than the tokens it sheds."""
+    spare = np.flatnonzero((prods.product_of_cand == j) & prods.useful & has_slo)
+    return np.unique(np.concatenate([active, spare]))
+
+
 def keep_ttft_promise(built: Built, result: SolveResult) -> SolveResult:
     """``result`` with every queue of a tier with a TTFT SLO within it at the planned load
     (module docstring); unchanged when nothing misses."""
@@ -334,7 +344,7 @@ def keep_ttft_promise(built: Built, result: SolveResult) -> SolveResult:
     work = []
     for key in late_keys.tolist():
         j, p = divmod(int(key), t.periods)
-        members = np.unique(c_idx[(product == j) & (p_idx == p)])
+        members = repair_members(c_idx[(product == j) & (p_idx == p)], prods, has_slo, j)
         queue = repair.queues(members)
         units = repair.replicas[members, p]
         work.append((j, p, members, queue, repair.stats(members, queue, units, p)))

@@ -12,11 +12,12 @@ import pytest
 from fleet.errors import InputError
 from planner.build.pipeline import Built, build, routing_domains
 from planner.build.queueing import wait_quantile_s
-from planner.plan.promise import _Repair, max_load, queue_of
+from planner.plan.promise import _Repair, max_load, queue_of, repair_members
 from planner.plan.schema import meets_ttft_slo
 from planner.run import plan_scenario, solve_options
 from planner.scenario.decode import decode_scenario
 from planner.solve import solve
+from planner.solve.evaluate import products
 
 
 def _two_regions(tiny_with, routing: str | None) -> Any:
@@ -121,3 +122,46 @@ def test_a_replica_the_promise_adds_keeps_the_reconfiguration_limit(
     no_limit = _Repair(built, result)
     no_limit.churn_limit = None
     assert bool(no_limit.churn_allows(c, 1, repair.replicas[c, 1])[0])
+
+
+def test_the_repair_may_grow_a_candidate_the_plan_left_idle(tiny_with, catalog, arrays) -> None:
+    """A late queue's repair may add a replica of a layout the solver did not run in that
+    period: ``repair_members`` offers every useful candidate of the product with a TTFT SLO, and
+    when the ones the plan runs cannot grow, the greedy step grows one of the others instead of
+    shedding (tiny's six systems in two regions: each product has a candidate per pool)."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        pool = doc["fleet"]["pools"][0]
+        pool["count"] = 3
+        doc["fleet"]["pools"].append({**pool, "id": "h100-us-west", "region": "us-west"})
+
+    s = decode_scenario(tiny_with(edit), "json")
+    built = build(s, catalog, arrays)
+    assert isinstance(built, Built)
+    result = solve(built.tables, solve_options(s))
+    t, det = built.tables, built.candidates
+    prods = products(t, result.combo)
+    has_slo = ~np.isnan(det.ttft_slo_s) & prods.useful
+    found = None
+    for c, p in zip(*np.nonzero(result.replicas > 0), strict=True):
+        j = int(prods.product_of_cand[c])
+        members = repair_members(np.asarray([c]), prods, has_slo, j)
+        free = t.inventory.systems_available[t.candidates.pool[members], p] > 0
+        idle = members[(result.replicas[members, p] == 0) & free]
+        if has_slo[c] and idle.size:
+            found = (int(p), members, idle)
+            break
+    assert found is not None
+    p, members, idle = found
+    assert np.all(prods.product_of_cand[members] == prods.product_of_cand[members[0]])
+    assert np.all(has_slo[members])
+    repair = _Repair(built, result)
+    running = members[result.replicas[members, p] > 0]
+    repair.upper[running, p] = result.replicas[running, p]  # the layouts it runs cannot grow
+    queue = repair.queues(members)
+    load = np.bincount(queue, result.served_tokens_per_s[members, p])
+    assert load.sum() > 0
+    room = 0.5 * load  # each queue carrying half its load within the slack: an excess to repair
+    repair.product(members, queue, p, value_usd=1.0, price_usd=1.0, room=room)
+    assert repair.added_units > 0
+    assert int(repair.replicas[idle, p].sum()) == repair.added_units
