@@ -306,7 +306,7 @@ def repair_members(active: IntArray, prods: Products, has_slo: BoolArray, j: int
     there (``active``) and every other useful candidate of the product with a TTFT SLO, idle in
     the plan: one more replica of a layout the solver left unused (more slots per system, or in a
     pool with idle systems) may give a late queue its room for less than the tokens it sheds."""
-    spare = np.flatnonzero((prods.product_of_cand == j) & prods.useful & has_slo)
+    spare = np.flatnonzero((prods.product_of_cand == j) & has_slo)  # has_slo: useful ones only
     return np.unique(np.concatenate([active, spare]))
 
 
