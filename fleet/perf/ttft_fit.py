@@ -67,14 +67,22 @@ def with_terms(arrays: CatalogArrays, engine: str, overhead_ms: float) -> Catalo
     return with_scheduler(arrays, engine, overhead_ms * 1e-3)
 
 
+def grid_best_ms(
+    base_s: np.ndarray, measured_s: np.ndarray, unit: np.ndarray, grid_ms: np.ndarray
+) -> float:
+    """The value g (ms) of ``grid_ms`` whose TTFT, ``base_s + g x unit``, has the smallest median
+    absolute error against ``measured_s`` (``unit`` 1: a constant per request; the layer count: a
+    cost per layer)."""
+    errors = [np.median(np.abs((base_s + g * 1e-3 * unit) / measured_s - 1.0)) for g in grid_ms]
+    return float(grid_ms[int(np.argmin(errors))])
+
+
 def fit_overhead_ms(
     arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray, engine: str
 ) -> float:
     """The request overhead (ms) minimizing the median absolute TTFT error of ``rows``."""
     base = estimate(with_terms(arrays, engine, 0.0), runs.configs.take(rows)).ttft_burst_s
-    measured = runs.ttft_s[rows]
-    errors = [np.median(np.abs((base + g * 1e-3) / measured - 1.0)) for g in GRID_MS]
-    return float(GRID_MS[int(np.argmin(errors))])
+    return grid_best_ms(base, runs.ttft_s[rows], np.ones(len(rows)), GRID_MS)
 
 
 def fit_pooled_overhead_ms(arrays: CatalogArrays, runs: MeasuredRuns) -> float:
