@@ -35,7 +35,8 @@ optimal plan. On hardware-generations under load the repair cost ~0.035% of a 0.
 (aiming at the target ended two runs at 0.104% and 0.110%, "feasible"; at half, four at
 0.089-0.090%); since the Hopper re-fit with the MoE layers' call time it costs ~0.06%: at half
 the search stopped at 0.045% and the repair left 0.107% ("feasible"), at a quarter it stops at
-0.033% and leaves 0.092% (17.4 s of the scenario's 30 s)."""
+0.033% and leaves 0.092% (17.4 s of the scenario's then 30 s; under load the time-bounded
+integer polish is cut short there, docs/solver.md, so its limit is 60 s)."""
 
 __all__ = [
     "REPAIR_RESERVE",
