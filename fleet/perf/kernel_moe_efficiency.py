@@ -1,0 +1,197 @@
+"""Routed experts' compute by tokens per expert and expert width (measured, not adopted).
+
+aiconfigurator-core 0.12.0's TensorRT-LLM MoE tables (``moe_perf.parquet``: one rank's routed
+experts, balanced routing, the gated kernels of ``kernel_tables.MOE_KERNELS``) time calls of 1 to
+16,384 tokens. One FLOP fraction cannot follow them across that range (``kernel_moe_prefill``:
+held-out errors of 23-51% at prefill sizes): a grouped GEMM works on each expert's rows
+separately, so it runs far below the dense rate while an expert gets few tokens and while the
+expert's matrices are narrow (the expert's intermediate width over the MoE tensor-parallel
+degree), and near it only when both are large.
+
+``fit`` sets two forms against every call of one expert dtype on one part, each the smooth
+roofline of ``kernel_fit`` plus a fixed call time, fitted on the seeded three quarters of shapes
+(``kernel_tables.held_out_keys``) and scored on the rest:
+
+- ``flat``: compute = FLOPs / (peak x f);
+- ``efficiency``: compute = FLOPs / (peak x f) x (1 + m0 / m) x (1 + n0 / n), with m the
+  (token, expert) pairs per expert the rank touches and n the expert's intermediate width on
+  the rank; m0 and n0 are where each halves the rate.
+
+Both forms' medians are reported per token band, since the bands are where they differ.
+
+The performance model charges routed experts at the part's dense FLOP fraction with the decode
+regime's streaming and call terms (``kernel_fit.fit_moe``). Charging prefill tokens' expert FLOPs
+with the efficiency form instead was measured on the runs and not adopted (docs/calibration.md,
+"MoE compute by tokens per expert and expert width").
+
+    python -m fleet.perf.kernel_moe_efficiency [--data build/aic/whl]
+
+prints both forms per part and expert dtype.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from scipy.optimize import least_squares
+
+from fleet.catalog import Accelerator, load_catalog
+from fleet.perf import kernel_fit as kf
+from fleet.perf import kernel_tables as kt
+from fleet.perf.types import FloatArray
+
+PARTS = ("h100-sxm", "h200-sxm", "b200", "gb200", "b300", "gb300")
+DTYPES = ("bf16", "fp8", "fp8_block", "fp4")
+"""The expert dtypes both forms are fitted on (NVFP4 for 4-bit: the MXFP4 x MXFP8 rows, a handful
+of shapes, fit neither form: held-out errors of 28-42% either way)."""
+BANDS: tuple[tuple[int, int], ...] = ((1, 64), (65, 512), (513, 2048), (2049, 16384))
+"""Token bands of a call: decode steps, large decode batches, prefill chunks, long chunks."""
+
+
+@dataclass(frozen=True, slots=True)
+class Calls:
+    """One dtype's MoE rows on one part with what the efficiency form reads."""
+
+    samples: kt.Samples
+    tokens: FloatArray
+    pairs_per_expert: FloatArray
+    """(Token, expert) pairs per expert the rank touches."""
+    width: FloatArray
+    """Expert intermediate width on the rank."""
+
+
+def calls(data: Path, accelerator: str, dtype: str) -> Calls:
+    """Every balanced-routing call of ``dtype`` on ``accelerator``, counted as ``kernel_tables.moe``
+    counts them (no token bound)."""
+    table_dtype = next(k for k, v in kt.MOE_DTYPES.items() if v == dtype)
+    d = pl.read_parquet(kt.table_path(data, accelerator, kt.MOE_TABLE)).filter(
+        (pl.col("moe_dtype") == table_dtype)
+        & (pl.col("distribution") == "balanced")
+        & pl.col("kernel_source").is_in(kt.MOE_KERNELS)
+    )
+    t, inter, topk, e, tp, ep = (
+        d[c].to_numpy().astype(np.float64)
+        for c in ("num_tokens", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size")
+    )
+    pairs = np.maximum(t * topk / ep, 1.0)
+    touched = np.maximum(1.0, np.minimum(e / ep, t * topk / ep))
+    return Calls(kt.moe_samples(d, dtype), t, pairs / touched, inter / tp)
+
+
+@dataclass(frozen=True, slots=True)
+class FormFit:
+    params: dict[str, float]
+    held_out_median: float
+    """Median absolute error of the held-out quarter's calls."""
+    held_out_p90: float
+    band_signed: tuple[float, ...]
+    """Median predicted / measured - 1 of the held-out calls in each of ``BANDS`` (NaN where a
+    band has none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyFit:
+    accelerator: str
+    dtype: str
+    calls: int
+    flat: FormFit
+    efficiency: FormFit
+
+
+Form = Callable[[np.ndarray, np.ndarray], FloatArray]
+"""Predicted seconds of the calls selected by a boolean mask, at parameters x."""
+
+
+def _fit_form(
+    c: Calls, predict: Form, names: Sequence[str], x0: Sequence[float],
+    bounds: tuple[Sequence[float], Sequence[float]],
+) -> FormFit:  # fmt: skip
+    """Least squares on the log ratio (soft L1, as ``kernel_fit`` fits), on the calls of the
+    shapes not held out; scored on the held-out ones."""
+    latency, held = c.samples.latency_s, c.samples.held_out
+    train = ~held
+    result = least_squares(
+        lambda x: np.log(predict(x, train) / latency[train]), x0=x0, bounds=bounds,
+        loss="soft_l1", f_scale=0.1,
+    )  # fmt: skip
+    r = predict(result.x, np.ones_like(held)) / latency - 1.0
+    in_band = [held & (c.tokens >= lo) & (c.tokens <= hi) for lo, hi in BANDS]
+    bands = tuple(float(np.median(r[b])) if b.any() else float("nan") for b in in_band)
+    return FormFit(
+        {n: float(v) for n, v in zip(names, result.x, strict=True)},
+        float(np.median(np.abs(r[held]))), float(np.quantile(np.abs(r[held]), 0.9)), bands,
+    )  # fmt: skip
+
+
+def fit(data: Path, acc: Accelerator, dtype: str) -> EfficiencyFit | None:
+    """Both forms on ``acc``'s ``dtype`` calls; None where the part has no such rows or peak."""
+    peak_tflops = acc.peak_tflops.get(kf.PEAK_COLUMN[dtype])  # type: ignore[arg-type]
+    if peak_tflops is None:
+        return None
+    c = calls(data, acc.id, dtype)
+    if c.tokens.size == 0 or not c.samples.held_out.any():
+        return None
+    peak, bw = peak_tflops * 1e12, acc.memory_bandwidth_bytes_per_s
+    s = c.samples
+
+    def flat(x: np.ndarray, m: np.ndarray) -> FloatArray:
+        return kf._roof(s.flops[m] / (peak * x[0]), s.bytes[m] / (bw * x[1])) + x[2] * 1e-6
+
+    def efficiency(x: np.ndarray, m: np.ndarray) -> FloatArray:
+        slow = (1.0 + x[3] / c.pairs_per_expert[m]) * (1.0 + x[4] / c.width[m])
+        compute = s.flops[m] * slow / (peak * x[0])
+        return kf._roof(compute, s.bytes[m] / (bw * x[1])) + x[2] * 1e-6
+
+    names = ("flops_fraction", "bandwidth_fraction", "call_us")
+    return EfficiencyFit(
+        acc.id, dtype, int(c.tokens.size),
+        _fit_form(c, flat, names, (0.4, 0.7, 20.0), ((0.01, 0.01, 0.0), (1.5, 1.5, 500.0))),
+        _fit_form(
+            c, efficiency, (*names, "tokens_half", "width_half"), (0.6, 0.7, 20.0, 16.0, 256.0),
+            ((0.01, 0.01, 0.0, 0.0, 0.0), (1.5, 1.5, 500.0, 4096.0, 8192.0)),
+        ),
+    )  # fmt: skip
+
+
+def markdown(fits: Sequence[EfficiencyFit]) -> str:
+    bands = " / ".join(f"{lo}-{hi}" for lo, hi in BANDS)
+    lines = [
+        f"| part | dtype | calls | form | f | m0 | n0 | held-out median / p90 | signed by band "
+        f"({bands} tokens) |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for f in fits:
+        for name, form in (("flat", f.flat), ("efficiency", f.efficiency)):
+            p = form.params
+            m0 = f"{p['tokens_half']:.1f}" if "tokens_half" in p else "-"
+            n0 = f"{p['width_half']:.0f}" if "width_half" in p else "-"
+            signed = " / ".join(f"{b:+.0%}" for b in form.band_signed)
+            lines.append(
+                f"| {f.accelerator} | {f.dtype} | {f.calls} | {name} | "
+                f"{p['flops_fraction']:.3f} | {m0} | {n0} | "
+                f"{form.held_out_median:.1%} / {form.held_out_p90:.1%} | {signed} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _, data = kt.parse_with_data(parser, argv)
+    catalog = load_catalog()
+    fits = [
+        f
+        for part in PARTS
+        for dtype in DTYPES
+        if (f := fit(data, catalog.accelerator(part), dtype)) is not None
+    ]
+    print(markdown(fits))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
