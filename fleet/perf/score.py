@@ -77,6 +77,10 @@ class Scored:
     range's mean lengths, its later waves staggered."""
     seen: np.ndarray
     """The row's measurement is in the ``--seen`` log (a fit read it): in-sample."""
+    concurrency: np.ndarray
+    """Users the benchmark kept in flight (the row's concurrency)."""
+    isl: np.ndarray
+    """Prompt tokens as the row logs them (the benchmark's nominal length)."""
     tpot: FloatArray
     ttft: FloatArray
     tput: FloatArray
@@ -285,6 +289,12 @@ def score(catalog: Catalog, path: Path, *, pooled: bool = False, seen: Path | No
             [agg.configs.lengths_vary[a_rows], [r.lengths_vary for r in d_runs]]
         ).astype(bool),
         seen=np.asarray([int(line) in held for line in lines.tolist()], dtype=bool),
+        concurrency=np.concatenate(
+            [agg.configs.batch[a_rows], [r.concurrency for r in d_runs]]
+        ).astype(np.int64),
+        isl=np.concatenate(
+            [agg.logged_lengths[a_rows, 0], [r.logged_isl or r.isl for r in d_runs]]
+        ).astype(np.int64),
         tpot=both("tpot"),
         ttft=both("ttft"),
         tput=both("tput"),
@@ -301,9 +311,21 @@ def score(catalog: Catalog, path: Path, *, pooled: bool = False, seen: Path | No
     )
 
 
+CONCURRENCY_BANDS: tuple[tuple[int, int], ...] = ((1, 4), (5, 16), (17, 64), (65, 1 << 30))
+"""Users in flight: small batches (step overhead and weight streaming), mid, large (KV reads and
+the prefills riding decode steps weigh in), beyond 64."""
+PROMPT_BANDS: tuple[tuple[int, int], ...] = ((1, 1024), (1025, 4096), (4097, 1 << 30))
+"""Prompt tokens as logged: up to 1k, up to 4k, longer (prefill chunks of several thousand)."""
+
+
+def _band(what: str, lo: int, hi: int) -> str:
+    return f"{what} {lo:,}+" if hi >= 1 << 30 else f"{what} {lo:,}-{hi:,}"
+
+
 def summaries(s: Scored) -> list[ErrorSummary]:
     """Median and p90 absolute errors and the median signed error (the bias) overall, then per
-    accelerator, model, engine and mode."""
+    accelerator, model, engine and mode, concurrency band and prompt length (empty groups left
+    out)."""
     signed = {
         "tpot": s.tpot / s.measured_tpot - 1.0,
         "tput": s.tput / s.measured_tput - 1.0,
@@ -319,6 +341,12 @@ def summaries(s: Scored) -> list[ErrorSummary]:
     ):
         for value in sorted(set(column.tolist())):
             groups.append((f"{label} {value}", column == value))
+    for lo, hi in CONCURRENCY_BANDS:
+        groups.append(
+            (f"{_band('concurrency', lo, hi)}", (s.concurrency >= lo) & (s.concurrency <= hi))
+        )
+    for lo, hi in PROMPT_BANDS:
+        groups.append((f"{_band('prompt tokens', lo, hi)}", (s.isl >= lo) & (s.isl <= hi)))
     if s.queued.any():
         groups.append(("queued beyond KV capacity", s.queued))
     if s.lengths_drawn.any():
@@ -355,7 +383,8 @@ def write_rows(result: Score, out: Path) -> None:
         w.writerow(
             ["line", "accelerator", "model", "engine", "mode", "queued", "tpot_ms",
              "measured_tpot_ms", "ttft_ms", "measured_ttft_ms", "tokens_per_s_per_gpu",
-             "measured_tokens_per_s_per_gpu", "lengths_drawn", "seen", "not_scored"]
+             "measured_tokens_per_s_per_gpu", "lengths_drawn", "seen", "concurrency", "isl",
+             "not_scored"]
         )  # fmt: skip
         lines: list[tuple[int, int | str]] = [
             (int(line), i) for i, line in enumerate(s.line.tolist())
@@ -363,14 +392,15 @@ def write_rows(result: Score, out: Path) -> None:
         lines += [(line, reason) for line, _, reason in result.uncovered]
         for line, i in sorted(lines, key=lambda item: item[0]):
             if isinstance(i, str):
-                w.writerow([line] + [""] * 13 + [i])
+                w.writerow([line] + [""] * 15 + [i])
                 continue
             w.writerow(
                 [line, s.accelerator[i], s.model[i], s.engine[i], s.mode[i],
                  bool(s.queued[i]), round(s.tpot[i] * 1e3, 3), round(s.measured_tpot[i] * 1e3, 3),
                  round(s.ttft[i] * 1e3, 3), round(s.measured_ttft[i] * 1e3, 3),
                  round(float(s.tput[i]), 2), round(float(s.measured_tput[i]), 2),
-                 bool(s.lengths_drawn[i]), bool(s.seen[i]), ""]
+                 bool(s.lengths_drawn[i]), bool(s.seen[i]), int(s.concurrency[i]),
+                 int(s.isl[i]), ""]
             )  # fmt: skip
 
 

@@ -260,3 +260,29 @@ def test_each_group_reports_its_bias_the_median_signed_error(
     assert main([str(log), "--json"]) == 0
     group = json.loads(capsys.readouterr().out)["groups"][0]
     assert group["ttft_bias"] == pytest.approx(top.ttft_bias)
+
+
+def test_rows_are_grouped_by_concurrency_and_prompt_length(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    """Each scored row carries the users it kept in flight and its logged prompt length, and
+    the summaries group by both (a band without rows is left out), as the rows file writes."""
+    log = _log(tmp_path, "disagg", "agg", "per-rank batch")
+    result = score(catalog, log)
+    s = result.scored
+    pairs = zip(s.concurrency.tolist(), s.isl.tolist(), strict=True)
+    by_line = dict(zip(s.line.tolist(), pairs, strict=True))
+    # the SGLang row logs no concurrency: 16 per attention rank x 8 ranks
+    assert by_line == {2: (64, 8192), 3: (32, 1024), 4: (128, 1024)}
+    rows = {t.group: t.rows for t in summaries(s)}
+    assert rows["concurrency 17-64"] == 2 and rows["concurrency 65+"] == 1
+    assert rows["prompt tokens 1-1,024"] == 2 and rows["prompt tokens 4,097+"] == 1
+    assert "concurrency 1-4" not in rows and "prompt tokens 1,025-4,096" not in rows
+    out = tmp_path / "rows.csv"
+    assert main([str(log), "--rows", str(out)]) == 0
+    written = list(csv.DictReader(out.open()))
+    assert [(r["concurrency"], r["isl"]) for r in written] == [
+        ("64", "8192"),
+        ("32", "1024"),
+        ("128", "1024"),
+    ]
