@@ -342,11 +342,9 @@ def summaries(s: Scored) -> list[ErrorSummary]:
         for value in sorted(set(column.tolist())):
             groups.append((f"{label} {value}", column == value))
     for lo, hi in CONCURRENCY_BANDS:
-        groups.append(
-            (f"{_band('concurrency', lo, hi)}", (s.concurrency >= lo) & (s.concurrency <= hi))
-        )
+        groups.append((_band("concurrency", lo, hi), (s.concurrency >= lo) & (s.concurrency <= hi)))
     for lo, hi in PROMPT_BANDS:
-        groups.append((f"{_band('prompt tokens', lo, hi)}", (s.isl >= lo) & (s.isl <= hi)))
+        groups.append((_band("prompt tokens", lo, hi), (s.isl >= lo) & (s.isl <= hi)))
     if s.queued.any():
         groups.append(("queued beyond KV capacity", s.queued))
     if s.lengths_drawn.any():
