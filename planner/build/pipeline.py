@@ -39,6 +39,7 @@ import numpy as np
 from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
+from fleet.perf.caveats import moe_ttft_caveat
 from fleet.perf.disagg import form_units
 from fleet.perf.engines import engine_arrays, engine_note, with_serving_overhead
 from fleet.perf.grid import evaluate_grid
@@ -345,6 +346,16 @@ def unmeasured_engines(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
     return tuple(n for n in notes if n)
 
 
+def measured_biases(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
+    """A warning per model the scenario may serve whose figures carry a known measured bias
+    (``fleet.perf.caveats``): MoE models' TTFT, once per model."""
+    models = dict.fromkeys(
+        m for fam in s.families for m in (fam.flagship, *(v.model for v in fam.variants))
+    )
+    notes = (moe_ttft_caveat(catalog.models[m]) for m in models)
+    return tuple(n for n in notes if n)
+
+
 def build(
     s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None
 ) -> Built | Unplannable:
@@ -358,7 +369,11 @@ def build(
     screened = screen(s, catalog, arrays, pool_max)
     estimates, groups, unservable = screened.estimates, screened.groups, screened.unservable
     reasons = tuple(r.text for r in screened.reasons)
-    warnings: list[str] = list(estimated_pools(s, catalog)) + list(unmeasured_engines(s, catalog))
+    warnings: list[str] = [
+        *estimated_pools(s, catalog),
+        *unmeasured_engines(s, catalog),
+        *measured_biases(s, catalog),
+    ]
     if reasons and not s.options.allow_unserved_tiers:
         return Unplannable(s, reasons, tuple(warnings), time.perf_counter() - start)
     warnings.extend(f"planned as unserved: {r}" for r in reasons)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fleet.catalog import Catalog
+from fleet.perf.caveats import MOE_TTFT
 from fleet.perf.measured import WORKER_COUNTS
 from fleet.perf.score import Score, score
 from tests.fleet.kernel_data import WHEEL, needs_data
@@ -108,3 +109,17 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
 @pytest.mark.parametrize("figure", list(BARS))
 def test_unseen_medians_within_the_bars(sample: Score, figure: str) -> None:
     assert _median(sample, figure, unseen_only=True) <= BARS[figure]
+
+
+@needs_data
+@needs_runs
+def test_the_moe_ttft_caveat_plans_carry_holds(sample: Score, catalog: Catalog) -> None:
+    """``fleet.perf.caveats.MOE_TTFT``, which every plan serving an MoE model repeats, is what
+    the sample says: the MoE models' median signed TTFT error over the runs no fit reads (within
+    two points and 2% of the runs). Should a change move it, the caveat's figure must move too."""
+    s = sample.scored
+    moe = np.asarray([catalog.models[m].moe is not None for m in s.model.tolist()])
+    keep = moe & ~s.seen
+    signed = float(np.median(s.ttft[keep] / s.measured_ttft[keep] - 1.0))
+    assert signed == pytest.approx(MOE_TTFT.median_signed, abs=0.02)
+    assert int(keep.sum()) == pytest.approx(MOE_TTFT.runs, rel=0.02)

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from fleet.catalog.engines import POOLED
+from fleet.catalog.load import Catalog
+from fleet.perf.caveats import MOE_TTFT
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.model import estimate
-from planner.build.pipeline import Built, build, build_inventory
+from planner.build.pipeline import Built, build, build_inventory, measured_biases
 from planner.plan.assemble import _late, assemble_plan
 from planner.plan.promise import keep_ttft_promise
 from planner.plan.schema import Plan, meets_ttft_slo
@@ -344,3 +346,15 @@ def test_pools_of_accelerators_with_caveats_repeat_them(tiny_with, catalog) -> N
         assert [w.split(": ", 2)[2] for w in mine] == list(acc.efficiency.caveats)
     assert "2.4x too fast" in " ".join(catalog.accelerator("l40s").efficiency.caveats)
     assert not [w for w in built.warnings if w.startswith("pool b200:")]
+
+
+def test_plans_of_moe_models_carry_the_measured_ttft_bias(catalog: Catalog) -> None:
+    """Each MoE model a scenario may serve gets one warning with the measured TTFT bias
+    (``fleet.perf.caveats``); a dense model none."""
+    s = load_scenario(SCENARIOS / "moe-vs-dense.toml")
+    notes = measured_biases(s, catalog)
+    assert len(notes) == 1
+    assert notes[0].startswith("model qwen3-30b-a3b: the performance model's TTFT for MoE models")
+    assert f"{-MOE_TTFT.median_signed:.0%} short" in notes[0]
+    tiny = load_scenario(SCENARIOS / "tiny.toml")
+    assert not measured_biases(tiny, catalog)

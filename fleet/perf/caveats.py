@@ -1,0 +1,47 @@
+"""Known biases of the performance model on runs no fit reads, worded as plans repeat them.
+
+A bias is the median signed error (predicted / measured - 1) of a class of configurations on the
+serving runs the fits never read: aiconfigurator-core 0.12.0's silicon sample less the reference
+runs the Hopper factors are fitted on (``farebox score LOG --seen REFERENCE``, the bias
+columns; docs/known-gaps.md). ``tests/fleet/test_unseen_check.py`` recomputes each from the
+sample and fails when the figure stated here no longer holds, so a plan's caveat cannot go stale
+quietly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleet.catalog import Model
+
+
+@dataclass(frozen=True, slots=True)
+class Bias:
+    """One measured bias of the model's figures."""
+
+    figure: str
+    median_signed: float
+    """Median of predicted / measured - 1."""
+    runs: int
+    """Scored runs of the class the median is over."""
+    measured: str
+    """Date of the measurement (ISO)."""
+
+
+MOE_TTFT = Bias(figure="TTFT", median_signed=-0.246, runs=2328, measured="2026-11-25")
+"""MoE models' TTFT on the sample's runs no fit reads: a quarter short on every accelerator
+measured (B200 -25%, H200 -30%, B300 -13%, H100 -22%, GB200 -24%, GB300 -29%); the dense
+models' 293 runs there read +21%."""
+
+
+def moe_ttft_caveat(model: Model) -> str | None:
+    """The warning a plan carries for ``model`` (None for a dense model)."""
+    if model.moe is None:
+        return None
+    b = MOE_TTFT
+    return (
+        f"model {model.id}: the performance model's {b.figure} for MoE models reads "
+        f"{-b.median_signed:.0%} short of measured runs no fit reads (median over {b.runs:,} "
+        f"runs, {b.measured}; docs/known-gaps.md), so the TTFT floors, headroom and promises "
+        "planned for it are likely optimistic by about that much"
+    )
