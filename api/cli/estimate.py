@@ -308,6 +308,7 @@ def _dsa_overhead_notes(catalog: Catalog, configs: Configs) -> list[str]:
 
 
 def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
+    from fleet.perf.caveats import moe_ttft_bias
     from fleet.perf.explain import layout_label
 
     model = list(catalog.models)[configs.model[0]]
@@ -346,9 +347,15 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     if row["engine_note"]:
         lines.append(f"  note: {row['engine_note']}")
     spec = catalog.model(model)
+    bias = moe_ttft_bias(spec)
     for note in [
         *_moe_overhead_notes(catalog, configs, row["engine"]),
         *_dsa_overhead_notes(catalog, configs),
+        *(
+            [f"{bias}: the TTFT figures above are likely optimistic by about that much"]
+            if bias
+            else []
+        ),
     ]:
         lines.append(f"  note: {note}")
     mla = spec.mla

@@ -34,14 +34,24 @@ measured (B200 -25%, H200 -30%, B300 -13%, H100 -22%, GB200 -24%, GB300 -29%); t
 models' 293 runs there read +21%."""
 
 
-def moe_ttft_caveat(model: Model) -> str | None:
-    """The warning a plan carries for ``model`` (None for a dense model)."""
+def moe_ttft_bias(model: Model) -> str | None:
+    """The measured TTFT bias of ``model``'s class, as a clause (None for a dense model)."""
     if model.moe is None:
         return None
     b = MOE_TTFT
     return (
-        f"model {model.id}: the performance model's {b.figure} for MoE models reads "
-        f"{-b.median_signed:.0%} short of measured runs no fit reads (median over {b.runs:,} "
-        f"runs, {b.measured}; docs/known-gaps.md), so the TTFT floors, headroom and promises "
-        "planned for it are likely optimistic by about that much"
+        f"the performance model's {b.figure} for MoE models reads {-b.median_signed:.0%} short "
+        f"of measured runs no fit reads (median over {b.runs:,} runs, {b.measured}; "
+        "docs/known-gaps.md)"
+    )
+
+
+def moe_ttft_caveat(model: Model) -> str | None:
+    """The warning a plan carries for ``model`` (None for a dense model)."""
+    bias = moe_ttft_bias(model)
+    if bias is None:
+        return None
+    return (
+        f"model {model.id}: {bias}, so the TTFT floors, headroom and promises planned for it "
+        "are likely optimistic by about that much"
     )
