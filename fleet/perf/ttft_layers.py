@@ -90,10 +90,9 @@ def _pooled(scope: str, errors: list[tuple[np.ndarray, np.ndarray]]) -> FormScor
 def compare(arrays: CatalogArrays, runs: MeasuredRuns) -> list[FormScore]:
     """Per engine: its held-out series, then each model left out in turn; then both scopes over
     every engine's runs."""
-    catalog = load_catalog()
     s = split(arrays, runs)
     models = np.asarray(runs.model_ids)
-    layers = np.array([catalog.models[m].num_layers for m in models], dtype=np.float64)
+    layers = arrays.models.num_layers[runs.configs.model].astype(np.float64)
     out: list[FormScore] = []
     held_errors: list[tuple[np.ndarray, np.ndarray]] = []
     left_out_errors: list[tuple[np.ndarray, np.ndarray]] = []
@@ -105,13 +104,13 @@ def compare(arrays: CatalogArrays, runs: MeasuredRuns) -> list[FormScore]:
         base = estimate(at_zero, runs.configs.take(rows)).ttft_burst_s
         measured, lr, mr = runs.ttft_s[rows], layers[rows], models[rows]
         held = s.held_out[sel]
-        score, *errs = _score(e, "held-out series", base, measured, lr, ~held, held)
+        score, e_const, e_layer = _score(e, "held-out series", base, measured, lr, ~held, held)
         out.append(score)
-        held_errors.append((errs[0], errs[1]))
+        held_errors.append((e_const, e_layer))
         for m in sorted(set(mr.tolist())):
-            score, *errs = _score(e, m, base, measured, lr, mr != m, mr == m)
+            score, e_const, e_layer = _score(e, m, base, measured, lr, mr != m, mr == m)
             out.append(score)
-            left_out_errors.append((errs[0], errs[1]))
+            left_out_errors.append((e_const, e_layer))
     return [
         *out,
         _pooled("held-out series", held_errors),

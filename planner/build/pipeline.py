@@ -347,11 +347,9 @@ def unmeasured_engines(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
 
 
 def measured_biases(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
-    """A warning per model the scenario may serve whose figures carry a known measured bias
-    (``fleet.perf.caveats``): MoE models' TTFT, once per model."""
-    models = dict.fromkeys(
-        m for fam in s.families for m in (fam.flagship, *(v.model for v in fam.variants))
-    )
+    """A warning per model the scenario may serve (``offers``) whose figures carry a known
+    measured bias (``fleet.perf.caveats``): MoE models' TTFT, once per model."""
+    models = dict.fromkeys(o.model for o in offers(s))
     notes = (moe_ttft_caveat(catalog.models[m]) for m in models)
     return tuple(n for n in notes if n)
 

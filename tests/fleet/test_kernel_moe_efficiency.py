@@ -60,7 +60,8 @@ def test_fit_recovers_planted_terms(monkeypatch: pytest.MonkeyPatch, catalog: Ca
 def test_efficiency_form_holds_at_every_call_size(catalog: Catalog, part: str, dtype: str) -> None:
     """Measured 2026-11-25 (docs/calibration.md): one fraction reads the longest calls 18-33%
     too fast and decode calls 5-12% too slow; the efficiency form is within 8% in every band
-    and halves the held-out error (H200 block-scaled FP8: 15.6% -> 5.1%)."""
+    and cuts the held-out error to 0.33-0.70 of one fraction's (H200 block-scaled FP8: 15.6% ->
+    5.1%)."""
     data = kernel_data()
     assert data is not None
     f = me.fit(data, catalog.accelerator(part), dtype)
