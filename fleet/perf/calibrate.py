@@ -33,7 +33,8 @@ the KV capacity) are left out and counted.
 
 Held-out check (``held_out_series``, ``--held-out``): a seeded quarter (``SEED``) of the run
 series — a series is one (model, GPU, precision, engine, layout, input and output length), all its
-concurrencies together — is left out of a re-fit and only scored.
+concurrencies together — is left out of a re-fit and only scored; the re-fit keeps any
+``--hold`` factor at its value, as the catalog's fit does.
 
 Re-run (prints the factors for fleet/data/accelerators.toml and the error tables):
 
@@ -258,18 +259,20 @@ def held_out_check(
     catalog: Catalog,
     ttft_weight: float = 0.0,
     seed: int = SEED,
+    held: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, float], list[ErrorSummary]]:
-    """Re-fit on the fit series only; the errors of both sides and per weight precision and per
-    engine of the held-out side (``ErrorSummary`` groups "fit", "held-out", "held-out
-    <precision>", "held-out engine <backend>"), all at the pooled factors and scheduler."""
+    """Re-fit on the fit series only (``held`` factors kept at the values given, as ``fit``
+    keeps them); the errors of both sides and per weight precision and per engine of the
+    held-out side (``ErrorSummary`` groups "fit", "held-out", "held-out <precision>", "held-out
+    engine <backend>"), all at the pooled factors and scheduler."""
     err = errors(arrays, runs, catalog)
     rows = err.rows[~err.duplicate]
-    held = held_out_series(runs, rows, seed)
-    factors = fit(arrays, runs.take(rows[~held]), catalog, ttft_weight=ttft_weight)
+    out_of_fit = held_out_series(runs, rows, seed)
+    factors = fit(arrays, runs.take(rows[~out_of_fit]), catalog, ttft_weight=ttft_weight, held=held)
     refit = errors(with_factors(arrays, HOPPER, list(factors.values())), runs, catalog)
     fitted = ~refit.duplicate
     side = np.zeros(len(refit.rows), dtype=bool)
-    side[fitted] = held
+    side[fitted] = out_of_fit
     precision = np.asarray([PRECISIONS[p] for p in runs.configs.weight_precision[refit.rows]])
     out = [_summary("fit", refit, fitted & ~side), _summary("held-out", refit, side)]
     for p in sorted(set(precision[side].tolist())):
@@ -388,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arrays = build_arrays(catalog)
     runs = load_measured(catalog, args.csv)
     if args.held_out:
-        factors, table = held_out_check(arrays, runs, catalog, args.ttft_weight)
+        factors, table = held_out_check(arrays, runs, catalog, args.ttft_weight, held=args.hold)
         print(
             "re-fitted on the fit series: " + ", ".join(f"{k} {v:.3g}" for k, v in factors.items())
         )

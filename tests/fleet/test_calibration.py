@@ -162,3 +162,17 @@ def test_a_bad_hold_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -
     err = capsys.readouterr().err
     assert err.startswith("--hold: 'layer_overhead=0': expected NAME=VALUE")
     assert err.count("\n") == 1
+
+
+def test_held_out_refit_keeps_held_factors(result) -> None:  # type: ignore[no-untyped-def]
+    """``calibrate --held-out --hold NAME=VALUE`` re-fits the fit series with the factor held, as
+    the catalog's own fit holds ``layer_overhead_us`` at 0 (the hold was once dropped there, so
+    the held-out check re-fitted a factor the catalog does not). Held elsewhere than 0, and the
+    free fit's value differs, so a dropped hold fails here."""
+    catalog, runs, _ = result
+    arrays = build_arrays(catalog)
+    free, _ = held_out_check(arrays, runs, catalog)
+    held, _ = held_out_check(arrays, runs, catalog, held={"layer_overhead_us": 40.0})
+    assert held["layer_overhead_us"] == 40.0
+    assert abs(free["layer_overhead_us"] - 40.0) > 10.0
+    assert held["step_overhead_us"] != free["step_overhead_us"]
