@@ -55,3 +55,25 @@ def moe_ttft_caveat(model: Model) -> str | None:
         f"model {model.id}: {bias}, so the TTFT floors, headroom and promises planned for it "
         "are likely optimistic by about that much"
     )
+
+
+LARGE_BATCH_STREAMS = 65
+"""Streams in flight per replica from which ``LARGE_BATCH`` holds (the score's 65+ users group)."""
+LARGE_BATCH = Bias(figure="tokens/s per GPU", median_signed=0.181, runs=539, measured="2026-11-25")
+"""Runs at 65 or more users in flight, on the sample's runs no fit reads: the model's throughput
+reads 18% high (TPOT 14% short). By engine: vLLM +25% (139 runs), SGLang +25% (156),
+TensorRT-LLM +9% (244); at 129+ users vLLM +43%. What the measured steps add per stream in flight
+is the serving loop's per-request work (docs/calibration.md, "A cost per stream in flight")."""
+
+
+def large_batch_caveat(replicas_at: int, largest_batch: int) -> str:
+    """The warning of a plan whose ``replicas_at`` assignments run ``LARGE_BATCH_STREAMS`` or more
+    streams per replica (the largest ``largest_batch``)."""
+    b = LARGE_BATCH
+    return (
+        f"{replicas_at} assignment(s) run replicas at {LARGE_BATCH_STREAMS} or more streams "
+        f"(up to {largest_batch}): at such batches the performance model's {b.figure} reads "
+        f"{b.median_signed:.0%} high against measured runs no fit reads (median over {b.runs:,} "
+        f"runs, {b.measured}; docs/known-gaps.md), so the capacity planned on them is likely "
+        "optimistic by about that much"
+    )

@@ -105,6 +105,9 @@ class Built:
     """Sold tiers no configuration can serve, planned as unserved (``allow_unserved_tiers``)."""
     warnings: tuple[str, ...]
     build_s: float
+    published_speed_pools: frozenset[str] = frozenset()
+    """Pools whose accelerator's speeds are set on published figures (SRAM-resident parts), not
+    the fitted roofline the measured biases of ``fleet.perf.caveats`` are about."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,7 +460,15 @@ def build(
         )
         labels.extend(layout_labels(screened.serving.get(g.key), rows))
     tables, details = _stack_tables(parts, chosen, labels, inventory, demand, s)
-    return Built(s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start)
+    published = frozenset(
+        p.id
+        for p in s.fleet.pools
+        if catalog.accelerator(catalog.system(p.system).accelerator).efficiency.basis
+        == "published-speed"
+    )
+    return Built(
+        s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start, published
+    )
 
 
 def _stack_tables(

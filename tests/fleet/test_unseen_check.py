@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fleet.catalog import Catalog
-from fleet.perf.caveats import MOE_TTFT
+from fleet.perf.caveats import LARGE_BATCH, LARGE_BATCH_STREAMS, MOE_TTFT
 from fleet.perf.measured import WORKER_COUNTS
 from fleet.perf.score import Score, score
 from tests.fleet.kernel_data import WHEEL, needs_data
@@ -123,3 +123,16 @@ def test_the_moe_ttft_caveat_plans_carry_holds(sample: Score, catalog: Catalog) 
     signed = float(np.median(s.ttft[keep] / s.measured_ttft[keep] - 1.0))
     assert signed == pytest.approx(MOE_TTFT.median_signed, abs=0.02)
     assert int(keep.sum()) == pytest.approx(MOE_TTFT.runs, rel=0.02)
+
+
+@needs_data
+@needs_runs
+def test_the_large_batch_caveat_plans_carry_holds(sample: Score) -> None:
+    """``fleet.perf.caveats.LARGE_BATCH``, which a plan running replicas at 65 or more streams
+    repeats, is what the sample says: the median signed tokens/s-per-GPU error of the runs no fit
+    reads at that many users (within two points and 2% of the runs)."""
+    s = sample.scored
+    keep = (s.concurrency >= LARGE_BATCH_STREAMS) & ~s.seen
+    signed = float(np.median(s.tput[keep] / s.measured_tput[keep] - 1.0))
+    assert signed == pytest.approx(LARGE_BATCH.median_signed, abs=0.02)
+    assert int(keep.sum()) == pytest.approx(LARGE_BATCH.runs, rel=0.02)
