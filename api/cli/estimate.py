@@ -308,7 +308,7 @@ def _dsa_overhead_notes(catalog: Catalog, configs: Configs) -> list[str]:
 
 
 def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
-    from fleet.perf.caveats import moe_ttft_bias
+    from fleet.perf.caveats import large_batch_bias, moe_ttft_bias
     from fleet.perf.explain import layout_label
 
     model = list(catalog.models)[configs.model[0]]
@@ -348,12 +348,20 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
         lines.append(f"  note: {row['engine_note']}")
     spec = catalog.model(model)
     bias = moe_ttft_bias(spec)
+    large = large_batch_bias(int(configs.batch[0]))
     for note in [
         *_moe_overhead_notes(catalog, configs, row["engine"]),
         *_dsa_overhead_notes(catalog, configs),
         *(
             [f"{bias}: the TTFT figures above are likely optimistic by about that much"]
             if bias
+            else []
+        ),
+        *(
+            [f"{large}: the tokens/s figures above are likely optimistic by about that much"]
+            if large
+            and catalog.accelerator(catalog.system(system).accelerator).efficiency.basis
+            != "published-speed"
             else []
         ),
     ]:

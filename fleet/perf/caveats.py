@@ -66,14 +66,24 @@ TensorRT-LLM +9% (244); at 129+ users vLLM +43%. What the measured steps add per
 is the serving loop's per-request work (docs/calibration.md, "A cost per stream in flight")."""
 
 
+def large_batch_bias(batch: int) -> str | None:
+    """The measured throughput bias at ``batch`` streams per replica, as a clause (None below
+    ``LARGE_BATCH_STREAMS``)."""
+    if batch < LARGE_BATCH_STREAMS:
+        return None
+    b = LARGE_BATCH
+    return (
+        f"at {LARGE_BATCH_STREAMS} or more streams per replica the performance model's {b.figure} "
+        f"reads {b.median_signed:.0%} high against measured runs no fit reads (median over "
+        f"{b.runs:,} runs, {b.measured}; docs/known-gaps.md)"
+    )
+
+
 def large_batch_caveat(replicas_at: int, largest_batch: int) -> str:
     """The warning of a plan whose ``replicas_at`` assignments run ``LARGE_BATCH_STREAMS`` or more
     streams per replica (the largest ``largest_batch``)."""
-    b = LARGE_BATCH
     return (
-        f"{replicas_at} assignment(s) run replicas at {LARGE_BATCH_STREAMS} or more streams "
-        f"(up to {largest_batch}): at such batches the performance model's {b.figure} reads "
-        f"{b.median_signed:.0%} high against measured runs no fit reads (median over {b.runs:,} "
-        f"runs, {b.measured}; docs/known-gaps.md), so the capacity planned on them is likely "
-        "optimistic by about that much"
+        f"{replicas_at} assignment(s) run replicas at {LARGE_BATCH_STREAMS} or more streams (up "
+        f"to {largest_batch}): {large_batch_bias(largest_batch)}, so the capacity planned on them "
+        "is likely optimistic by about that much"
     )
