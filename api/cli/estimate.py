@@ -308,7 +308,7 @@ def _dsa_overhead_notes(catalog: Catalog, configs: Configs) -> list[str]:
 
 
 def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
-    from fleet.perf.caveats import large_batch_bias, moe_ttft_bias
+    from fleet.perf.caveats import large_batch_bias, moe_ttft_bias, roofline_speeds
     from fleet.perf.explain import layout_label
 
     model = list(catalog.models)[configs.model[0]]
@@ -359,9 +359,7 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
         ),
         *(
             [f"{large}: the tokens/s figures above are likely optimistic by about that much"]
-            if large
-            and catalog.accelerator(catalog.system(system).accelerator).efficiency.basis
-            != "published-speed"
+            if large and roofline_speeds(catalog.accelerator(catalog.system(system).accelerator))
             else []
         ),
     ]:

@@ -27,6 +27,7 @@ from api.perf_wire import (
     check_frontier_size,
     check_model,
     engine_notes,
+    measured_biases,
     resolve_system,
     rows,
     to_configs,
@@ -69,6 +70,7 @@ class PerfController(Controller):
                 rows=rows(catalog, configs, est, arrays),
                 engine=data.engine,
                 engine_notes=engine_notes(catalog, data.engine, configs),
+                measured_biases=measured_biases(catalog, configs),
             )
 
         return await compute.run(run)
@@ -110,6 +112,7 @@ class PerfController(Controller):
                 rows=rows(catalog, front.configs, front.estimate, arrays),
                 engine=data.engine,
                 engine_notes=engine_notes(catalog, data.engine, front.configs),
+                measured_biases=measured_biases(catalog, front.configs),
                 layouts=front.layouts,
             )
 

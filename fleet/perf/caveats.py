@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleet.catalog import Model
+from fleet.catalog import Accelerator, Model
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,12 @@ LARGE_BATCH = Bias(figure="tokens/s per GPU", median_signed=0.181, runs=539, mea
 reads 18% high (TPOT 14% short). By engine: vLLM +25% (139 runs), SGLang +25% (156),
 TensorRT-LLM +9% (244); at 129+ users vLLM +43%. What the measured steps add per stream in flight
 is the serving loop's per-request work (docs/calibration.md, "A cost per stream in flight")."""
+
+
+def roofline_speeds(accelerator: Accelerator) -> bool:
+    """Whether the part's speeds come from the fitted roofline, which the biases here are
+    measured on; SRAM parts' are set on published figures (``published-speed``)."""
+    return accelerator.efficiency.basis != "published-speed"
 
 
 def large_batch_bias(batch: int) -> str | None:

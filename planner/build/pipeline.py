@@ -39,7 +39,7 @@ import numpy as np
 from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from fleet.perf.caveats import moe_ttft_caveat
+from fleet.perf.caveats import moe_ttft_caveat, roofline_speeds
 from fleet.perf.disagg import form_units
 from fleet.perf.engines import engine_arrays, engine_note, with_serving_overhead
 from fleet.perf.grid import evaluate_grid
@@ -463,8 +463,7 @@ def build(
     published = frozenset(
         p.id
         for p in s.fleet.pools
-        if catalog.accelerator(catalog.system(p.system).accelerator).efficiency.basis
-        == "published-speed"
+        if not roofline_speeds(catalog.accelerator(catalog.system(p.system).accelerator))
     )
     return Built(
         s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start, published
