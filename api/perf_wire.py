@@ -21,12 +21,6 @@ from fleet.catalog import PRECISIONS, Catalog
 from fleet.catalog.schema import Id, Precision
 from fleet.errors import InputError
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.caveats import (
-    LARGE_BATCH_STREAMS,
-    large_batch_bias,
-    moe_ttft_bias,
-    roofline_speeds,
-)
 from fleet.perf.configs import make_configs
 from fleet.perf.cost import usd_per_hour_per_replica, usd_per_m_output_tokens
 from fleet.perf.engines import engine_note
@@ -164,9 +158,6 @@ class EstimateResponse(Frozen, frozen=True):
     engine: str = "any"
     engine_notes: tuple[str, ...] = ()
     """Accelerators of the rows where the engine's multipliers are not (all) measured."""
-    measured_biases: tuple[str, ...] = ()
-    """Known biases of the figures, measured on runs no fit reads (``fleet.perf.caveats``): per
-    MoE model of the rows its TTFT, and the throughput of rows at 65 or more streams."""
 
 
 class FrontierResponse(Frozen, frozen=True):
@@ -176,8 +167,6 @@ class FrontierResponse(Frozen, frozen=True):
     """Pareto-optimal configurations (tokens/s per device vs per user), fastest per user first."""
     engine: str = "any"
     engine_notes: tuple[str, ...] = ()
-    measured_biases: tuple[str, ...] = ()
-    """As ``EstimateResponse.measured_biases``, over the frontier's rows."""
     layouts: tuple[str, ...] = ()
     """With ``disaggregated``: per row, the unit (decode and prefill replicas and layouts)."""
 
@@ -248,30 +237,6 @@ def engine_notes(catalog: Catalog, engine: str, configs: Configs) -> tuple[str, 
     precisions = [PRECISIONS[int(p)] for p in np.unique(configs.weight_precision)]
     notes = (engine_note(catalog, engine, a, precisions) for a in seen)
     return tuple(n for n in notes if n)
-
-
-def measured_biases(catalog: Catalog, configs: Configs) -> tuple[str, ...]:
-    """The known biases (``fleet.perf.caveats``) of ``configs``' figures: one per MoE model (its
-    TTFT), one for the rows at ``LARGE_BATCH_STREAMS`` or more streams (their throughput), not
-    counting rows on parts whose speeds are set on published figures."""
-    models, systems = list(catalog.models), list(catalog.systems)
-    out = [
-        f"model {m}: {bias}"
-        for m in dict.fromkeys(models[int(i)] for i in configs.model)
-        if (bias := moe_ttft_bias(catalog.model(m))) is not None
-    ]
-    fitted = np.asarray(
-        [
-            roofline_speeds(catalog.accelerator(catalog.systems[systems[int(s)]].accelerator))
-            for s in configs.system
-        ],
-        dtype=bool,
-    )
-    large = fitted & (configs.batch >= LARGE_BATCH_STREAMS)
-    if large.any():
-        clause = large_batch_bias(int(configs.batch[large].max()))
-        out.append(f"{int(large.sum())} row(s) at {LARGE_BATCH_STREAMS} or more streams: {clause}")
-    return tuple(out)
 
 
 def check_model(catalog: Catalog, model: str, where: str) -> None:

@@ -308,7 +308,6 @@ def _dsa_overhead_notes(catalog: Catalog, configs: Configs) -> list[str]:
 
 
 def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
-    from fleet.perf.caveats import large_batch_bias, moe_ttft_bias, roofline_speeds
     from fleet.perf.explain import layout_label
 
     model = list(catalog.models)[configs.model[0]]
@@ -347,21 +346,9 @@ def _table(catalog: Catalog, configs: Configs, row: dict[str, Any]) -> str:
     if row["engine_note"]:
         lines.append(f"  note: {row['engine_note']}")
     spec = catalog.model(model)
-    bias = moe_ttft_bias(spec)
-    large = large_batch_bias(int(configs.batch[0]))
     for note in [
         *_moe_overhead_notes(catalog, configs, row["engine"]),
         *_dsa_overhead_notes(catalog, configs),
-        *(
-            [f"{bias}: the TTFT figures above are likely optimistic by about that much"]
-            if bias
-            else []
-        ),
-        *(
-            [f"{large}: the tokens/s figures above are likely optimistic by about that much"]
-            if large and roofline_speeds(catalog.accelerator(catalog.system(system).accelerator))
-            else []
-        ),
     ]:
         lines.append(f"  note: {note}")
     mla = spec.mla

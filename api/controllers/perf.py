@@ -27,7 +27,6 @@ from api.perf_wire import (
     check_frontier_size,
     check_model,
     engine_notes,
-    measured_biases,
     resolve_system,
     rows,
     to_configs,
@@ -70,7 +69,6 @@ class PerfController(Controller):
                 rows=rows(catalog, configs, est, arrays),
                 engine=data.engine,
                 engine_notes=engine_notes(catalog, data.engine, configs),
-                measured_biases=measured_biases(catalog, configs),
             )
 
         return await compute.run(run)
@@ -112,7 +110,6 @@ class PerfController(Controller):
                 rows=rows(catalog, front.configs, front.estimate, arrays),
                 engine=data.engine,
                 engine_notes=engine_notes(catalog, data.engine, front.configs),
-                measured_biases=measured_biases(catalog, front.configs),
                 layouts=front.layouts,
             )
 

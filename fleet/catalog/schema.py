@@ -199,6 +199,9 @@ class KernelFigures(Frozen, frozen=True, kw_only=True):
     moe_routing_skew: MoeRoutingSkew | None = None
     """How much longer the most-loaded expert-parallel rank's routed experts take than the
     balanced router's, per routing and width; absent where the tables lack power-law rows."""
+    moe_compute: MoeCompute | None = None
+    """The routed experts' grouped-GEMM compute by tokens per expert and expert width, per expert
+    kind (``fleet.perf.kernel_moe_efficiency``); absent where the part has no MoE tables."""
 
 
 SkewCurve = Annotated[
@@ -217,6 +220,27 @@ class MoeRoutingSkew(Frozen, frozen=True, kw_only=True):
 
     def curve(self, routing: MoeRouting) -> tuple[float, ...]:
         return getattr(self, routing.replace(".", "_"))
+
+
+class MoeComputeForm(Frozen, frozen=True, kw_only=True):
+    """compute = FLOPs / (peak x flops_fraction) x (1 + half_rate_pairs_per_expert / m) x
+    (1 + half_rate_width / n), m the (token, expert) pairs per expert a call touches and n the
+    expert's intermediate width on the rank: each term halves the rate where m or n equals it."""
+
+    flops_fraction: Annotated[float, Meta(gt=0, le=1.5)]
+    half_rate_pairs_per_expert: Annotated[float, Meta(ge=0, le=4096)]
+    half_rate_width: Annotated[float, Meta(ge=0, le=8192)]
+    """In elements of the expert's intermediate (FFN) width."""
+
+
+class MoeCompute(Frozen, frozen=True, kw_only=True):
+    """``MoeComputeForm`` per expert kind (``fleet.catalog.engines.EXPERT_KINDS``: BF16,
+    per-tensor FP8, block-scaled FP8, FP4); a kind left out has no fitted form on the part."""
+
+    bf16: MoeComputeForm | None = None
+    fp8: MoeComputeForm | None = None
+    fp8_block: MoeComputeForm | None = None
+    fp4: MoeComputeForm | None = None
 
 
 class PartialKernelFigures(Frozen, frozen=True, kw_only=True):

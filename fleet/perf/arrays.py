@@ -68,6 +68,8 @@ class ModelArrays:
     """experts_per_token / num_experts (0 for dense models)."""
     num_experts: IntArray
     """Routed experts per MoE layer (0 for dense models)."""
+    expert_intermediate_size: FloatArray
+    """One routed expert's intermediate (FFN) width (0 for dense models)."""
     moe_routing: IntArray
     """Index of the router's expert-load distribution in ``MOE_ROUTINGS`` (``Moe.routing``);
     -1 for balanced routing and dense models."""
@@ -222,6 +224,10 @@ class AcceleratorArrays:
     dsa_call_s: FloatArray
     """Fixed time of a DeepSeek Sparse Attention layer's attention module per forward pass
     (``transfer.ResolvedEfficiency.dsa_call_us``)."""
+    moe_compute: FloatArray
+    """(n, E, 3) per expert kind of ``EXPERT_KINDS``: (ratio, m0, n0) of the routed experts'
+    grouped-GEMM compute on prefill tokens (``transfer.ResolvedEfficiency.moe_compute``;
+    ``fleet.perf.kernel_moe_efficiency``)."""
     moe_routing_skew: FloatArray
     """(n, R, W) the most-loaded expert-parallel rank's routed-expert compute time over the
     balanced router's, per routing of ``MOE_ROUTINGS`` and width of ``MOE_SKEW_EP``
@@ -439,6 +445,9 @@ def _model_arrays(catalog: Catalog) -> ModelArrays:
                 moe.experts_per_token / moe.num_experts if moe is not None else 0.0
             ),
             "num_experts": moe.num_experts if moe is not None else 0,
+            "expert_intermediate_size": (
+                float(moe.expert_intermediate_size) if moe is not None else 0.0
+            ),
             "moe_routing": (
                 MOE_ROUTINGS.index(moe.routing) if moe is not None and moe.routing else -1
             ),
@@ -632,6 +641,9 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         moe_call_s=col(lambda a: eff[a.id].moe_call_us * 1e-6),
         moe_fp4_call_s=col(lambda a: eff[a.id].moe_fp4_call_us * 1e-6),
         dsa_call_s=col(lambda a: eff[a.id].dsa_call_us * 1e-6),
+        moe_compute=np.array([eff[a.id].moe_compute for a in accs], dtype=np.float64).reshape(
+            n, len(EXPERT_KINDS), 3
+        ),
         moe_routing_skew=np.array(
             [eff[a.id].moe_routing_skew for a in accs], dtype=np.float64
         ).reshape(n, len(MOE_ROUTINGS), len(MOE_SKEW_EP)),

@@ -66,15 +66,17 @@ BENCHMARK_WAVES = 6.0
 """Waves of ``batch`` requests a closed-loop benchmark runs, chosen with ``REQUEST_OVERHEAD_S`` on
 the TTFTs of the measured Hopper runs (docs/calibration.md), where 4-12 waves fit about equally
 well."""
-REQUEST_OVERHEAD_S = 0.0775
+REQUEST_OVERHEAD_S = 67.5e-3
 """Per-request serving cost outside the forward passes, pooled over engines (engines.toml carries
 each engine's own): the value on a 2.5 ms grid with the smallest median absolute TTFT error on the
 fit series of the calibration's held-out check (seeded three quarters of all run series, the
-pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 85 ms before MoE layers
-paid their routing skew (``fleet.perf.kernel_moe_skew``); 80 ms before InferenceX's
-runs were read at their drawn lengths (``fleet.perf.protocol``); 62.5 ms on the draw before the
-held-out quarter was drawn over every run series and devices had their reported memory; 50 ms
-before that, chosen by hand on all runs."""
+pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 77.5 ms before the routed
+experts' prefill compute followed the measured MoE form (``fleet.perf.kernel_moe_efficiency``;
+engines 82.5 / 27.5 / 145 ms -> 80 / 25 / 82.5 ms for TensorRT-LLM / vLLM / SGLang); 85 ms
+before MoE layers paid their routing skew (``fleet.perf.kernel_moe_skew``); 80 ms before
+InferenceX's runs were read at their drawn lengths (``fleet.perf.protocol``); 62.5 ms on the draw
+before the held-out quarter was drawn over every run series and devices had their reported
+memory; 50 ms before that, chosen by hand on all runs."""
 
 
 def scheduler_bursts(prefill_first: FloatArray, lengths_vary: BoolArray) -> FloatArray:

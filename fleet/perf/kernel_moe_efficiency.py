@@ -1,4 +1,4 @@
-"""Routed experts' compute by tokens per expert and expert width (measured, not adopted).
+"""Routed experts' compute by tokens per expert and expert width: the catalog's ``moe_compute``.
 
 aiconfigurator-core 0.12.0's TensorRT-LLM MoE tables (``moe_perf.parquet``: one rank's routed
 experts, balanced routing, the gated kernels of ``kernel_tables.MOE_KERNELS``) time calls of 1 to
@@ -19,14 +19,14 @@ roofline of ``kernel_fit`` plus a fixed call time, fitted on the seeded three qu
 
 Both forms' medians are reported per token band, since the bands are where they differ.
 
-The performance model charges routed experts at the part's dense FLOP fraction with the decode
-regime's streaming and call terms (``kernel_fit.fit_moe``). Charging prefill tokens' expert FLOPs
-with the efficiency form instead was measured on the runs and not adopted (docs/calibration.md,
-"MoE compute by tokens per expert and expert width").
+The performance model charges routed experts with the decode regime's streaming and call terms
+(``kernel_fit.fit_moe``) and, on prefill tokens, their FLOPs with each part's efficiency form per
+expert kind (fleet/data/accelerators.toml ``[accelerators.kernel.moe_compute.<kind>]``;
+``fleet.perf.model``; docs/calibration.md, "MoE compute by tokens per expert and expert width").
 
-    python -m fleet.perf.kernel_moe_efficiency [--data build/aic/whl]
+    python -m fleet.perf.kernel_moe_efficiency [--data build/aic/whl] [--toml]
 
-prints both forms per part and expert dtype.
+prints both forms per part and expert dtype, or with ``--toml`` the catalog's tables.
 """
 
 from __future__ import annotations
@@ -179,9 +179,27 @@ def markdown(fits: Sequence[EfficiencyFit]) -> str:
     return "\n".join(lines)
 
 
+def toml(fits: Sequence[EfficiencyFit]) -> str:
+    """The efficiency forms as fleet/data/accelerators.toml's ``[accelerators.kernel.moe_compute]``
+    tables, per part and expert dtype."""
+    lines = []
+    for f in fits:
+        p = f.efficiency.params
+        lines += [
+            f"[accelerators.kernel.moe_compute.{f.dtype}]  # {f.accelerator}",
+            f"flops_fraction = {p['flops_fraction']:.3g}",
+            f"half_rate_pairs_per_expert = {p['tokens_half']:.3g}",
+            f"half_rate_width = {p['width_half']:.4g}",
+        ]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    _, data = kt.parse_with_data(parser, argv)
+    parser.add_argument(
+        "--toml", action="store_true", help="print the forms as accelerators.toml tables"
+    )
+    args, data = kt.parse_with_data(parser, argv)
     catalog = load_catalog()
     fits = [
         f
@@ -189,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for dtype in DTYPES
         if (f := fit(data, catalog.accelerator(part), dtype)) is not None
     ]
-    print(markdown(fits))
+    print(toml(fits) if args.toml else markdown(fits))
     return 0
 
 

@@ -22,8 +22,14 @@ Per configuration (docs/performance-model.md has the derivations):
                measured fraction of the BF16 peak (``prefill_attention_flops_fraction``);
                routed experts' FLOPs x the routing skew at the row's ep (the most-loaded
                rank's share over an even one, ``routing_skew``; ``fleet.perf.kernel_moe_skew``);
+               on prefill tokens the routed experts' grouped GEMMs also follow the part's
+               measured MoE compute form, x (1 + m0 / m) x (1 + n0 / n) / ratio with m the
+               (token, expert) pairs per touched expert of the step and n an expert's width on
+               the rank (``Accelerators.moe_compute``, ``fleet.perf.kernel_moe_efficiency``);
    comm s    = ``fleet.perf.comm.StageComm``.
-   Stage time = roof(compute, memory) + comm, roof = a smooth max (``_roof``).
+   Stage time = roof(the rest) + roof(the routed experts) + comm: the experts' grouped GEMMs are
+   kernels of their own, each part of the step on its own roofline; roof = a smooth max
+   (``_roof``).
 3. Decode step of the replica (``step_s``): pp stage times (a stream's token passes every stage;
    the pp micro-batches keep every stage busy, so pp adds stages, not speed) + pp hops when pp > 1
    + the fixed step overhead (per step and per layer) + the draft cost.
@@ -104,6 +110,10 @@ _FOUR_BIT = np.asarray([p in FOUR_BIT for p in PRECISIONS])
 _KIND_BF16, _KIND_FP8, _KIND_FP8_BLOCK, _KIND_FP4 = (
     EXPERT_KINDS.index(k) for k in ("bf16", "fp8", "fp8_block", "fp4")
 )
+_EXPERT_KIND = np.asarray(
+    [{"bf16": _KIND_BF16, "fp8": _KIND_FP8, "fp4": _KIND_FP4}.get(p, -1) for p in PRECISIONS]
+)
+"""Expert kind (``EXPERT_KINDS``) of each weight precision; -1: no kind-specific kernel terms."""
 ROOF_SHARPNESS = 2.0
 """p of the smooth roofline; preferred to max() (p = inf) by the calibration."""
 PREFILL_CHUNK_TOKENS = 8192.0
@@ -120,6 +130,10 @@ def _roof(compute_s: FloatArray, memory_s: FloatArray) -> FloatArray:
     sqrt(2) x at the ridge, where real kernels neither stream at full bandwidth nor compute at
     full rate.
     """
+    if ROOF_SHARPNESS == 2.0:  # the same norm in three passes (times are far from overflow)
+        out = compute_s * compute_s
+        out += memory_s * memory_s
+        return np.sqrt(out, out=out)
     hi = np.maximum(compute_s, memory_s)
     lo = np.minimum(compute_s, memory_s)
     ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
@@ -489,15 +503,45 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     expert_per_token_s = 2.0 * tfrac * active_experts / (n * flops) * routing_skew(A, M, a, m, ep)
     # on prefill tokens the experts' grouped GEMMs run at the engine's own prefill-sized MoE
     # kernels, a measured multiple of TensorRT-LLM's per expert kind (1 for the pooled default)
+    kind = _EXPERT_KIND[wp]  # per weight precision; block-scaled FP8 checkpoints below
+    kind = np.where((kind == _KIND_FP8) & (M.fp8_block_scaled[m] > 0.0), _KIND_FP8_BLOCK, kind)
     expert_prefill_per_token_s = expert_per_token_s
     if np.any(A.expert_prefill_time != 1.0):
-        kind = np.select(
-            [wp == _BF16, (wp == _FP8) & (M.fp8_block_scaled[m] > 0.0), wp == _FP8, wp == _FP4],
-            [_KIND_BF16, _KIND_FP8_BLOCK, _KIND_FP8, _KIND_FP4],
-            default=-1,
-        )
         prefill_time = np.where(kind >= 0, A.expert_prefill_time[a, np.maximum(kind, 0)], 1.0)
         expert_prefill_per_token_s = expert_per_token_s * prefill_time
+    # On prefill tokens the grouped GEMMs' rate follows the call's shape (the part's measured MoE
+    # compute form, fleet.perf.kernel_moe_efficiency): (1 + m0 / m) x (1 + n0 / n) / ratio, m the
+    # (token, expert) pairs per expert the step touches, n an expert's intermediate width on the
+    # rank; (ratio, m0, n0) = (1, 0, 0) where the part and its family have no form. The width
+    # term is the row's own: it goes into the prefill rate once.
+    forms = np.concatenate([A.moe_compute, np.ones((len(A.ids), 1, 3))], axis=1)
+    forms[:, -1, 1:] = 0.0  # the flat form, for rows of no expert kind
+    pick = a * forms.shape[1] + np.where(kind < 0, forms.shape[1] - 1, kind)
+    ratio, m0, n0 = (forms[:, :, i].ravel()[pick] for i in range(3))
+    moe_width = M.expert_intermediate_size[m] / np.maximum(n / ep, 1.0)
+    expert_prefill_per_token_s = expert_prefill_per_token_s * (
+        (1.0 + n0 / np.maximum(moe_width, 1.0)) / ratio
+    )
+    # the token term's coefficient: the prefill rate x m0 over the experts' share k / E (dense
+    # rows have no experts: both are 0 there whatever the form reads)
+    prefill_m0_per_share = (
+        expert_prefill_per_token_s * m0 / np.maximum(M.active_expert_fraction[m], 1e-12)
+    )
+
+    def touched_at(tokens: FloatArray) -> FloatArray:
+        """Fraction of the routed experts a step of ``tokens`` tokens touches (uniform routing)."""
+        return -np.expm1(tokens * touched_log)
+
+    def expert_prefill_s(
+        prefill_tokens: FloatArray, tokens: FloatArray, touched: FloatArray
+    ) -> FloatArray:
+        """The routed experts' compute seconds of a step's ``prefill_tokens`` (of ``tokens`` in
+        all, > 0, touching ``touched`` of the experts): the prefill rate x (1 + m0 / m), m =
+        tokens x k / E / touched pairs per touched expert."""
+        return prefill_tokens * (
+            expert_prefill_per_token_s + prefill_m0_per_share * touched / tokens
+        )
+
     state_per_token = linear_t * M.state_flops_per_token_layer[m] / tp
     decode_per_token_s = head_flops_per_token / (pp * flops_r) + (
         work.decode_flops_per_token + state_per_token
@@ -522,21 +566,34 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         return np.minimum(dp, np.maximum(streams, 1.0))
 
     def compute(
-        decode_tokens: FloatArray, prefill_tokens: FloatArray, ranks: FloatArray
-    ) -> FloatArray:
-        """Compute seconds of one stage step whose tokens spread over ``ranks`` attention ranks."""
+        decode_tokens: FloatArray,
+        prefill_tokens: FloatArray,
+        ranks: FloatArray,
+        touched: FloatArray,
+    ) -> tuple[FloatArray, FloatArray]:
+        """Compute seconds of one stage step whose tokens spread over ``ranks`` attention ranks
+        and touch ``touched`` of the experts: (the dense layers, attention and LM head; the
+        routed experts)."""
         tokens = decode_tokens + prefill_tokens
-        return (
+        experts = decode_tokens * expert_per_token_s
+        if prefill_tokens.any():  # not on a pure decode step
+            experts = experts + expert_prefill_s(prefill_tokens, tokens, touched)
+        rest = (
             tokens * replicated_per_token_s / ranks
-            + decode_tokens * expert_per_token_s
-            + prefill_tokens * expert_prefill_per_token_s
             + (decode_tokens * decode_per_token_s + prefill_tokens * prefill_per_token_s) / ranks
         )
+        return rest, experts
 
-    def memory(tokens: FloatArray, streams: FloatArray, ranks: FloatArray) -> FloatArray:
-        """Memory seconds of one stage step: weights (experts as touched) and KV."""
-        touched = -np.expm1(tokens * touched_log)
-        return fixed_read_s + expert_read_s * touched + kv_read_s * streams / ranks
+    def memory(
+        touched: FloatArray, streams: FloatArray, ranks: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
+        """Memory seconds of one stage step: (fixed weights and KV; the experts as touched)."""
+        return fixed_read_s + kv_read_s * streams / ranks, expert_read_s * touched
+
+    def core(comp: tuple[FloatArray, FloatArray], mem: tuple[FloatArray, FloatArray]) -> FloatArray:
+        """A step's kernels without communication: the routed experts' grouped GEMMs are kernels
+        of their own, each on its own roofline, beside the rest of the step's."""
+        return _roof(comp[0], mem[0]) + _roof(comp[1], mem[1])
 
     stage_comm = StageComm(
         tp=tp,
@@ -561,8 +618,9 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         """
         tokens = decode_tokens + prefill_tokens
         ranks = busy_ranks(streams)
-        memory_s = memory(tokens, streams, ranks)
-        compute_s = compute(decode_tokens, prefill_tokens, ranks)
+        touched = touched_at(tokens)
+        memory_s = memory(touched, streams, ranks)
+        compute_s = compute(decode_tokens, prefill_tokens, ranks, touched)
         comm_s = stage_comm(tokens)
         hop_s = np.where(
             pp > 1,
@@ -579,7 +637,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     micro = np.maximum(batch / pp, 1.0)  # streams per micro-batch; with batch < pp stages idle
     zero = np.zeros_like(micro)
     comp_d, mem_d, comm_d, hops_d = stage(micro * verify, zero, micro)
-    core_d = _roof(comp_d, mem_d)
+    core_d = core(comp_d, mem_d)
     draft_s = k_draft * (
         pp * core_d / units + head_bytes / bw_head + DRAFT_OVERHEAD_FRACTION * overhead
     )
@@ -599,7 +657,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     prefill_per_step = micro * accepted * fresh / osl  # prefill tokens per stage step, mean
     chunk = np.maximum(np.minimum(fresh, PREFILL_CHUNK_TOKENS), prefill_per_step)
     comp_a, mem_a, comm_a, hops_a = stage(micro * verify, chunk, micro)
-    mixed_s = pp * (_roof(comp_a, mem_a) + comm_a) + hops_a
+    mixed_s = pp * (core(comp_a, mem_a) + comm_a) + hops_a
     interference = prefill_per_step / chunk * (mixed_s - decode_s)
     agg_step = step_s + interference
     tpot = agg_step / accepted
@@ -615,7 +673,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     first = np.minimum(fresh, PREFILL_CHUNK_TOKENS)
     passes = fresh / first
     comp_p, mem_p, comm_p, hops_p = stage(zero, first, one)
-    pass_s = _roof(comp_p, mem_p) + comm_p  # one stage, one chunk
+    pass_s = core(comp_p, mem_p) + comm_p  # one stage, one chunk
     prefill_s = (passes + pp - 1.0) * pass_s + hops_p + passes * overhead
     ttft = prefill_s + step_s
     # Burst: all batch requests start together (a closed-loop benchmark). In the first wave each
@@ -630,22 +688,24 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     rank_tokens = np.ceil(batch / dp) * fresh
     burst_chunk = np.minimum(rank_tokens, PREFILL_CHUNK_TOKENS)
     extra = burst_chunk * dp - first
-    comp_b = compute(zero, burst_chunk * dp, dp)
-    mem_b = memory(burst_chunk * dp, one, dp)
+    touched_b = touched_at(burst_chunk * dp)
+    comp_b = compute(zero, burst_chunk * dp, dp, touched_b)
+    mem_b = memory(touched_b, one, dp)
     comm_b = comm_p + (comm_a - comm_d) / chunk * extra
     hops_b = hops_p + (hops_a - hops_d) / chunk * extra
     burst_passes = 0.5 * (rank_tokens + fresh) / burst_chunk
-    burst_pass_s = _roof(comp_b, mem_b) + comm_b
+    burst_pass_s = core(comp_b, mem_b) + comm_b
     first_wave = (burst_passes + pp - 1.0) * burst_pass_s + hops_b + burst_passes * overhead
     # A prefill-only replica (disaggregated serving) keeps every attention rank busy: each dp
     # rank prefills its own prompt in the same passes (dp prompts per prefill_wave_s; equal to
     # prefill_s when dp = 1), costed like the burst pass above with one prompt per rank.
     wave_extra = first * (dp - 1.0)
-    comp_w = compute(zero, first * dp, dp)
-    mem_w = memory(first * dp, dp, dp)
+    touched_w = touched_at(first * dp)
+    comp_w = compute(zero, first * dp, dp, touched_w)
+    mem_w = memory(touched_w, dp, dp)
     comm_w = comm_p + (comm_a - comm_d) / chunk * wave_extra
     hops_w = hops_p + (hops_a - hops_d) / chunk * wave_extra
-    prefill_wave_s = (passes + pp - 1.0) * (_roof(comp_w, mem_w) + comm_w) + hops_w
+    prefill_wave_s = (passes + pp - 1.0) * (core(comp_w, mem_w) + comm_w) + hops_w
     prefill_wave_s = prefill_wave_s + passes * overhead
     # A staggered arrival meets a decoding replica: the step in flight, the scheduler's next
     # poll for new requests (closed_loop.recv_wait_s), any hold of new prompts for a batch
@@ -664,7 +724,7 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     per_replica = batch * osl / request_s
     systems = -(-devices // S.devices_per_system[s])
 
-    compute_t, memory_t = pp * comp_d, pp * mem_d
+    compute_t, memory_t = pp * (comp_d[0] + comp_d[1]), pp * (mem_d[0] + mem_d[1])
     comm_t = pp * comm_d + hops_d
     overhead_t = overhead + draft_s
     bound = np.where(

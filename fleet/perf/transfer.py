@@ -27,7 +27,11 @@ family's factors and scales each by how its kernels compare with the family's
 - link_bandwidth_fraction x all_reduce_link_fraction ratio;
 - collective_overhead_us + the difference in small-message all-reduce latency (2 and 4 devices),
   net of the catalog's difference in hop latency, which the model already charges; >= 0;
-- step_overhead_us and layer_overhead_us as the family's (serving software, not kernels).
+- step_overhead_us and layer_overhead_us as the family's (serving software, not kernels);
+- the routed experts' MoE compute form per expert kind (``moe_compute``: its FLOP fraction over
+  the part's dense GEMM fraction of that precision, and where each of tokens per expert and
+  expert width halves the rate): the part's own fit, else the family's mean (an estimate), else
+  the dense rate.
 The family's kernel figure is the geometric mean over its members, or the part's own
 ``family_kernel`` block where its tables are of another engine than the family's figures (Intel
 Arc Pro B60: vLLM only; the block holds Hopper's vLLM figures, already a geometric mean).
@@ -54,6 +58,7 @@ from fleet.catalog import (
     Catalog,
     Precision,
 )
+from fleet.catalog.engines import EXPERT_KINDS
 from fleet.catalog.schema import KernelFigures
 
 Fractions = dict[Precision, float]
@@ -61,6 +66,12 @@ BALANCED: tuple[tuple[float, ...], ...] = tuple(
     tuple(1.0 for _ in MOE_SKEW_EP) for _ in MOE_ROUTINGS
 )
 """Routing skew curves of a part without them: every rank an even share."""
+FLAT_MOE: tuple[tuple[float, float, float], ...] = tuple((1.0, 0.0, 0.0) for _ in EXPERT_KINDS)
+"""Routed experts at the dense FLOP rate of their precision, whatever the call's shape."""
+MOE_KIND_PRECISION: dict[str, Precision] = {
+    "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4",
+}  # fmt: skip
+"""The dense GEMM precision whose kernel FLOP fraction an expert kind's form is read against."""
 EIGHT_BIT: frozenset[Precision] = frozenset({"fp8", "int8", "fp4"})
 """Precisions whose FLOP fraction is the 8-bit figure (``Efficiency.fp8_flops_fraction``)."""
 
@@ -109,6 +120,12 @@ class ResolvedEfficiency:
     dsa_call_us: float = 0.0
     """Fixed time of a DeepSeek Sparse Attention layer's attention module per forward pass: the
     part's measured figure, else the family's; 0 on parts without kernel tables."""
+    moe_compute: tuple[tuple[float, float, float], ...] = FLAT_MOE
+    """Per expert kind of ``EXPERT_KINDS``: the routed experts' grouped-GEMM compute on prefill
+    tokens as (ratio, m0, n0), time = the dense rate's x (1 + m0 / m) x (1 + n0 / n) / ratio
+    (m the pairs per expert, n the expert's width on the rank; ratio = the form's FLOP fraction
+    over the part's dense GEMM fraction of that precision). The part's measured forms, else the
+    family's (an estimate); (1, 0, 0), the dense rate, where neither has one."""
     moe_routing_skew: tuple[tuple[float, ...], ...] = BALANCED
     """Per routing of ``MOE_ROUTINGS``, per width of ``MOE_SKEW_EP``: the most-loaded rank's
     routed-expert time over the balanced router's. The part's measured curves, else the
@@ -151,8 +168,52 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         moe_call_us=_kernel_or(acc, "moe_call_us", 0.0),
         moe_fp4_call_us=_kernel_or(acc, "moe_fp4_call_us", _kernel_or(acc, "moe_call_us", 0.0)),
         dsa_call_us=_kernel_or(acc, "dsa_call_us", 0.0),
+        moe_compute=_moe_compute(acc) or FLAT_MOE,
         moe_routing_skew=_skew(acc) or BALANCED,
     )
+
+
+def _moe_forms(acc: Accelerator) -> dict[str, tuple[float, float, float]]:
+    """The part's measured MoE compute forms as (ratio, m0, n0) per expert kind it has."""
+    k = acc.kernel
+    if k is None or k.moe_compute is None:
+        return {}
+    out = {}
+    for kind in EXPERT_KINDS:
+        form = getattr(k.moe_compute, kind)
+        gemm = getattr(k.gemm_flops_fraction, MOE_KIND_PRECISION[kind])
+        if form is not None and gemm:
+            ratio = form.flops_fraction / gemm
+            out[kind] = (ratio, form.half_rate_pairs_per_expert, form.half_rate_width)
+    return out
+
+
+def _moe_compute(
+    acc: Accelerator, family: list[Accelerator] | None = None
+) -> tuple[tuple[float, float, float], ...] | None:
+    """Per expert kind: the part's own form, else the family's mean (ratio geometric, m0 and
+    n0 arithmetic), else flat; None when neither has any."""
+    own = _moe_forms(acc)
+    theirs = [_moe_forms(f) for f in family or []]
+    if not own and not any(theirs):
+        return None
+    out = []
+    for kind in EXPERT_KINDS:
+        if kind in own:
+            out.append(own[kind])
+            continue
+        forms = [t[kind] for t in theirs if kind in t]
+        if not forms:
+            out.append((1.0, 0.0, 0.0))
+            continue
+        out.append(
+            (
+                _geomean([f[0] for f in forms]),
+                sum(f[1] for f in forms) / len(forms),
+                sum(f[2] for f in forms) / len(forms),
+            )
+        )
+    return tuple(out)
 
 
 def _skew(acc: Accelerator) -> tuple[tuple[float, ...], ...] | None:
@@ -320,6 +381,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         moe_call_us=call_us,
         moe_fp4_call_us=k.moe_fp4_call_us or call_us,
         dsa_call_us=k.dsa_call_us or _geomean_or_zero([_given(f).dsa_call_us for f in family]),
+        moe_compute=_moe_compute(acc, family) or FLAT_MOE,
         moe_routing_skew=_skew(acc) or _family_skew(family) or BALANCED,
     )
 

@@ -39,7 +39,6 @@ import numpy as np
 from fleet.catalog import PRECISIONS
 from fleet.catalog.load import Catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
-from fleet.perf.caveats import moe_ttft_caveat, roofline_speeds
 from fleet.perf.disagg import form_units
 from fleet.perf.engines import engine_arrays, engine_note, with_serving_overhead
 from fleet.perf.grid import evaluate_grid
@@ -105,9 +104,6 @@ class Built:
     """Sold tiers no configuration can serve, planned as unserved (``allow_unserved_tiers``)."""
     warnings: tuple[str, ...]
     build_s: float
-    published_speed_pools: frozenset[str] = frozenset()
-    """Pools whose accelerator's speeds are set on published figures (SRAM-resident parts), not
-    the fitted roofline the measured biases of ``fleet.perf.caveats`` are about."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,14 +345,6 @@ def unmeasured_engines(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
     return tuple(n for n in notes if n)
 
 
-def measured_biases(s: Scenario, catalog: Catalog) -> tuple[str, ...]:
-    """A warning per model the scenario may serve (``offers``) whose figures carry a known
-    measured bias (``fleet.perf.caveats``): MoE models' TTFT, once per model."""
-    models = dict.fromkeys(o.model for o in offers(s))
-    notes = (moe_ttft_caveat(catalog.models[m]) for m in models)
-    return tuple(n for n in notes if n)
-
-
 def build(
     s: Scenario, catalog: Catalog, arrays: CatalogArrays | None = None
 ) -> Built | Unplannable:
@@ -373,7 +361,6 @@ def build(
     warnings: list[str] = [
         *estimated_pools(s, catalog),
         *unmeasured_engines(s, catalog),
-        *measured_biases(s, catalog),
     ]
     if reasons and not s.options.allow_unserved_tiers:
         return Unplannable(s, reasons, tuple(warnings), time.perf_counter() - start)
@@ -460,14 +447,7 @@ def build(
         )
         labels.extend(layout_labels(screened.serving.get(g.key), rows))
     tables, details = _stack_tables(parts, chosen, labels, inventory, demand, s)
-    published = frozenset(
-        p.id
-        for p in s.fleet.pools
-        if not roofline_speeds(catalog.accelerator(catalog.system(p.system).accelerator))
-    )
-    return Built(
-        s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start, published
-    )
+    return Built(s, tables, details, info, reasons, tuple(warnings), time.perf_counter() - start)
 
 
 def _stack_tables(

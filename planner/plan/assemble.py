@@ -15,7 +15,6 @@ import math
 import numpy as np
 
 from fleet.catalog.schema import PRECISIONS
-from fleet.perf.caveats import LARGE_BATCH_STREAMS, large_batch_caveat
 from planner.build.pipeline import Built, Unplannable
 from planner.plan.promise import keep_ttft_promise, queue_wait_s
 from planner.plan.schema import (
@@ -122,7 +121,6 @@ def assemble_plan(built: Built, result: SolveResult) -> Plan:
         warnings=(
             built.warnings
             + _late(built, assignments)
-            + _large_batches(built, assignments)
             + tuple(unserved_warnings(built, result, flows))
         ),
     )
@@ -180,19 +178,6 @@ def _late(built: Built, assignments: tuple[Assignment, ...]) -> tuple[str, ...]:
                 f"{worst.pool}, period {worst.period}, {worst.utilization:.0%} utilized)"
             )
     return tuple(out)
-
-
-def _large_batches(built: Built, assignments: tuple[Assignment, ...]) -> tuple[str, ...]:
-    """The measured large-batch bias (``fleet.perf.caveats.LARGE_BATCH``), once, when the plan
-    runs replicas at that many streams on a pool whose speeds the fitted roofline sets."""
-    large = [
-        a
-        for a in assignments
-        if a.batch_cap >= LARGE_BATCH_STREAMS and a.pool not in built.published_speed_pools
-    ]
-    if not large:
-        return ()
-    return (large_batch_caveat(len(large), max(a.batch_cap for a in large)),)
 
 
 def _assignments(built: Built, result: SolveResult) -> tuple[Assignment, ...]:

@@ -155,24 +155,3 @@ def test_the_default_precision_is_the_accelerators_as_on_the_cli(client: TestCli
     r = client.post("/v1/estimate", json={"configs": configs})
     assert r.status_code == 200, r.text
     assert [row["precision"] for row in r.json()["rows"]] == ["fp8", "fp4", "bf16"]
-
-
-def test_perf_responses_carry_the_measured_biases(client: TestClient[Any]) -> None:
-    """``measured_biases`` (fleet.perf.caveats): an MoE model's TTFT once per model, rows at 65+
-    streams once with their count; a dense model at small batch carries none, nor a row on a
-    part whose speeds are published figures."""
-    small = {"model": MODEL, "accelerator": ACC, "batch": 8}
-    assert client.post("/v1/estimate", json={"configs": [small]}).json()["measured_biases"] == []
-    configs = [
-        {"model": "deepseek-r1", "accelerator": "b200", "tp": 8, "batch": 4},
-        {"model": "deepseek-r1", "accelerator": "b200", "tp": 8, "batch": 128},
-        {**small, "batch": 65},
-        {"model": MODEL, "accelerator": "wse3", "batch": 512},
-    ]
-    biases = client.post("/v1/estimate", json={"configs": configs}).json()["measured_biases"]
-    assert len(biases) == 2
-    assert biases[0].startswith("model deepseek-r1: ") and "TTFT for MoE models" in biases[0]
-    assert biases[1].startswith("2 row(s) at 65 or more streams: ") and "18% high" in biases[1]
-    front = client.post("/v1/frontier", json={"model": MODEL, "accelerator": ACC}).json()
-    big = [r for r in front["rows"] if r["batch"] >= 65]
-    assert bool(big) == any("or more streams" in b for b in front["measured_biases"])

@@ -17,7 +17,6 @@ from api.cli import build_parser, main
 from api.cli.estimate import RESULT_COLUMNS, result_row
 from fleet.catalog import Catalog
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.caveats import LARGE_BATCH, MOE_TTFT
 from fleet.perf.configs import make_configs
 from fleet.perf.engines import engine_arrays
 from fleet.perf.model import estimate
@@ -307,35 +306,3 @@ def test_a_sparse_attention_model_names_its_modules_time(
     assert "(78 layers x 69.2 us" in out
     assert main([*argv, "--model", "deepseek-v3", "--batch", "4"]) == 0
     assert "DSA) modules" not in capsys.readouterr().out
-
-
-def test_an_moe_estimate_notes_the_measured_ttft_bias(capsys: pytest.CaptureFixture[str]) -> None:
-    """``fleet.perf.caveats``: an MoE model's estimate says its TTFT reads short on runs no fit
-    reads, with the measured figure; a dense model's says nothing of it."""
-    base = ["--system", "hgx-b200-8", "--tp", "8", "--batch", "4"]
-    assert (
-        main(["estimate", "--model", "deepseek-r1", "--precision", "fp8", "--ep", "8", *base]) == 0
-    )
-    out = capsys.readouterr().out
-    assert f"TTFT for MoE models reads {-MOE_TTFT.median_signed:.0%} short" in out
-    assert main(["estimate", "--model", "llama-3.1-70b", *base]) == 0
-    assert "TTFT for MoE models" not in capsys.readouterr().out
-
-
-def test_a_large_batch_estimate_notes_the_measured_throughput_bias(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """``fleet.perf.caveats.LARGE_BATCH``: at 65 or more streams the estimate says its tokens/s
-    read high on runs no fit reads, with the measured figure; at 64 it says nothing of it; nor on
-    an SRAM part, whose speeds are set on published figures."""
-    base = ["estimate", "--model", "llama-3.1-8b", "--system", "hgx-b200-8"]
-    assert main([*base, "--batch", "65"]) == 0
-    out = capsys.readouterr().out
-    assert f"tokens/s per GPU reads {LARGE_BATCH.median_signed:.0%} high" in out
-    assert main([*base, "--batch", "64"]) == 0
-    assert "reads 18% high" not in capsys.readouterr().out
-    assert (
-        main(["estimate", "--model", "llama-3.1-8b", "--accelerator", "wse3", "--batch", "128"])
-        == 0
-    )
-    assert "reads 18% high" not in capsys.readouterr().out

@@ -117,16 +117,20 @@ def test_sglang_runs_at_its_scheduler(
 def test_calibrate_held_out_runs_at_their_engine_terms(
     arrays: CatalogArrays, runs: MeasuredRuns
 ) -> None:
-    """calibrate's held-out quarter on its canonical draw (214 runs): the pooled default 15.9%
-    TPOT / 10.0% tokens/s per GPU; each run at its engine's multipliers and scheduler 10.2% /
-    8.6%, most of it SGLang's prefill-first benchmark TPOT (30.0% -> 11.8% on its 36 runs).
-    vLLM's multipliers cost 1.0 point of TPOT on this draw's 44 runs (8.2% -> 9.2%) and gain 1.1
-    points of tokens/s (10.1% -> 9.0%); over draws they are no gain either (docs/known-gaps.md,
-    Engines). TensorRT-LLM's gain 2.4 points. (Before InferenceX's runs were read at their drawn
-    lengths, fleet.perf.protocol: 15.9% / 10.2% -> 10.4% / 8.6%, vLLM's multipliers costing 0.5
-    point, 8.0% -> 8.5%; before each MoE layer's call took its measured time: 16.1% / 10.2% ->
-    11.9% / 10.9%; the earlier draw, over the series the model evaluated: 209 runs, 13.6% /
-    11.7% -> 12.3% / 11.4%; over twelve draws: tests/fleet/test_held_out_spread.py.)"""
+    """calibrate's held-out quarter on its canonical draw (214 runs): the pooled default 14.9%
+    TPOT / 9.6% tokens/s per GPU; each run at its engine's multipliers and scheduler 10.8% /
+    8.9%, most of it SGLang's prefill-first benchmark TPOT (29.0% -> 10.4% on its 36 runs).
+    vLLM's multipliers cost 0.4 point of TPOT on this draw's 44 runs (8.0% -> 8.5%) and gain 0.5
+    point of tokens/s (10.1% -> 9.6%); over draws they are no gain either (docs/known-gaps.md,
+    Engines). TensorRT-LLM's gain 1.7 points of TPOT. (Since the routed experts' prefill compute
+    follows the measured MoE form, 2026-11-25; before it the pooled default read 15.9% / 10.0%,
+    the engines' terms 10.2% / 8.6%, SGLang 30.0% -> 11.8%, vLLM's multipliers cost 1.0 point of
+    TPOT and gained 1.1 of tokens/s, TensorRT-LLM's gained 2.4. Before InferenceX's runs were
+    read at their drawn lengths, fleet.perf.protocol: 15.9% / 10.2% -> 10.4% / 8.6%, vLLM's
+    multipliers costing 0.5 point, 8.0% -> 8.5%; before each MoE layer's call took its measured
+    time: 16.1% / 10.2% -> 11.9% / 10.9%; the earlier draw, over the series the model evaluated:
+    209 runs, 13.6% / 11.7% -> 12.3% / 11.4%; over twelve draws:
+    tests/fleet/test_held_out_spread.py.)"""
     table = {r.engine: r for r in held_out_by_engine(arrays, runs)}
     everything = table["all"]
     assert everything.rows == 214
@@ -135,7 +139,7 @@ def test_calibrate_held_out_runs_at_their_engine_terms(
     sglang = table["sglang"]
     assert sglang.engine_terms[0] <= sglang.pooled[0] - 0.10, sglang
     trtllm, vllm = table["trtllm"], table["vllm"]
-    assert trtllm.engine_terms[0] <= trtllm.pooled[0] - 0.02, trtllm
-    # vLLM's multipliers: a point of TPOT lost, a point of tokens/s gained (docstring)
-    assert vllm.engine_terms[0] <= vllm.pooled[0] + 0.011, vllm
-    assert vllm.engine_terms[1] <= vllm.pooled[1] - 0.01, vllm
+    assert trtllm.engine_terms[0] <= trtllm.pooled[0] - 0.015, trtllm
+    # vLLM's multipliers: half a point of TPOT lost, half a point of tokens/s gained (docstring)
+    assert vllm.engine_terms[0] <= vllm.pooled[0] + 0.006, vllm
+    assert vllm.engine_terms[1] <= vllm.pooled[1] - 0.004, vllm

@@ -71,15 +71,17 @@ def test_pooled_tpot_and_throughput_hold_over_draws(spread) -> None:  # type: ig
     """The pooled figures the single-draw test used to hold, on the median over draws: TPOT
     11.2% and tokens/s per GPU 9.3% since the MoE layers' measured call time (12.5% and 9.4%
     before, on the same twelve draws); not to lose more than half a point of. (11.4% and 9.1%
-    since InferenceX's runs are read at their drawn lengths, fleet.perf.protocol.)"""
-    assert _median(spread, "TPOT, pooled factors") <= 0.112 + 0.005
-    assert _median(spread, "tokens/s per GPU, pooled factors") <= 0.093 + 0.005
+    since InferenceX's runs are read at their drawn lengths, fleet.perf.protocol; 11.5% and 9.0%
+    since the routed experts' prefill compute follows the measured MoE form, 2026-11-25.)"""
+    assert _median(spread, "TPOT, pooled factors") <= 0.115 + 0.005
+    assert _median(spread, "tokens/s per GPU, pooled factors") <= 0.090 + 0.005
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known gap: at the pooled factors the median over draws is 34.2% TTFT "
-    "(docs/known-gaps.md); runs of a named engine are scored at its terms",
+    reason="known gap: at the pooled factors the median over draws is 32.6% TTFT (34.2% "
+    "before the MoE compute form; docs/known-gaps.md); runs of a named engine are scored at "
+    "its terms (24.4%)",
 )
 @pytest.mark.parametrize("name", ["TTFT, pooled factors"])
 def test_pooled_median_over_draws_within_the_bar(spread, name: str) -> None:  # type: ignore[no-untyped-def]

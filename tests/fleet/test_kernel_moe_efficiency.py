@@ -1,7 +1,8 @@
 """Routed experts' compute by tokens per expert and expert width
-(``fleet.perf.kernel_moe_efficiency``, a measurement docs/calibration.md reports, not a model
-term): the fit recovers planted terms, and on the measured tables the efficiency form holds at
-every call size where one FLOP fraction does not."""
+(``fleet.perf.kernel_moe_efficiency``; the catalog's ``moe_compute`` figures, which the model
+charges on prefill tokens): the fit recovers planted terms, on the measured tables the efficiency
+form holds at every call size where one FLOP fraction does not, and the catalog's figures are
+what the tables give."""
 
 from __future__ import annotations
 
@@ -72,3 +73,26 @@ def test_efficiency_form_holds_at_every_call_size(catalog: Catalog, part: str, d
     assert f.flat.band_signed[-1] < -0.15
     assert all(abs(b) <= 0.08 for b in f.efficiency.band_signed), f.efficiency.band_signed
     assert f.efficiency.held_out_median < 0.75 * f.flat.held_out_median
+
+
+@needs_data
+@pytest.mark.parametrize("part", me.PARTS)
+def test_catalog_moe_compute_reproduces_from_the_tables(catalog: Catalog, part: str) -> None:
+    """Each part's ``[accelerators.kernel.moe_compute]`` tables are the efficiency forms
+    ``python -m fleet.perf.kernel_moe_efficiency --toml`` fits, kind by kind (within 2%; the
+    catalog keeps three significant figures), and a kind the part has no rows of is absent."""
+    data = kernel_data()
+    assert data is not None
+    acc = catalog.accelerator(part)
+    assert acc.kernel is not None and acc.kernel.moe_compute is not None
+    for dtype in me.DTYPES:
+        stored = getattr(acc.kernel.moe_compute, dtype)
+        f = me.fit(data, acc, dtype)
+        if f is None:
+            assert stored is None, dtype
+            continue
+        assert stored is not None, dtype
+        p = f.efficiency.params
+        assert stored.flops_fraction == pytest.approx(p["flops_fraction"], rel=0.02), dtype
+        assert stored.half_rate_pairs_per_expert == pytest.approx(p["tokens_half"], rel=0.02)
+        assert stored.half_rate_width == pytest.approx(p["width_half"], rel=0.02), dtype

@@ -112,10 +112,12 @@ def test_skew_slows_expert_parallel_prefill_and_not_a_balanced_router(
     assert skewed.prefill_s[0] > 1.04 * even.prefill_s[0]
     assert skewed.step_s[0] >= even.step_s[0]
     # tensor parallelism alone: every rank holds every expert, only the kernels' small loss
+    # (the curves' 4-5% at width 1 on the experts, which since they run on a roofline of their
+    # own are about half of this 8k prefill: 2.1%)
     tp_only = _r1(catalog, 1)
     assert estimate(arrays, tp_only).prefill_s[0] == pytest.approx(  # type: ignore[arg-type]
         estimate(balanced, tp_only).prefill_s[0],
-        rel=0.01,  # type: ignore[arg-type]
+        rel=0.03,  # type: ignore[arg-type]
     )
     dense = make_configs(
         catalog, model=["llama-3.1-70b"], system=["hgx-b200-8"], tp=[8], precision=["fp8"],

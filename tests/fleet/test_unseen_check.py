@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from fleet.catalog import Catalog
-from fleet.perf.caveats import LARGE_BATCH, LARGE_BATCH_STREAMS, MOE_TTFT
 from fleet.perf.measured import WORKER_COUNTS
 from fleet.perf.score import Score, score
 from tests.fleet.kernel_data import WHEEL, needs_data
@@ -88,51 +87,49 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
     rows read 12.3% / 11.8% / 29.2% and the unseen ones 13.2% / 13.3% / 30.8%; since the MoE
     streaming and call terms are fitted on decode-sized calls (fleet.perf.kernel_fit.fit_moe,
     with the Hopper and engine re-fits after it) all rows read 11.7% / 11.6% / 29.2% and the
-    unseen ones 12.6% / 13.2% / 30.6%."""
-    assert _median(sample, "tpot") <= 0.117 + 0.01
-    assert _median(sample, "tput") <= 0.116 + 0.01
-    assert _median(sample, "ttft") <= 0.292 + 0.01
+    unseen ones 12.6% / 13.2% / 30.6%; since the routed experts' prefill compute follows the
+    measured MoE form (``fleet.perf.kernel_moe_efficiency``, 2026-11-25, with the re-fits after
+    it) all rows read 12.1% / 11.7% / 27.7% and the unseen ones 13.0% / 12.9% / 29.6%."""
+    assert _median(sample, "tpot") <= 0.121 + 0.01
+    assert _median(sample, "tput") <= 0.117 + 0.01
+    assert _median(sample, "ttft") <= 0.277 + 0.01
     if sample.scored.seen.any():
-        assert _median(sample, "tpot", unseen_only=True) <= 0.126 + 0.01
-        assert _median(sample, "tput", unseen_only=True) <= 0.132 + 0.01
-        assert _median(sample, "ttft", unseen_only=True) <= 0.306 + 0.01
+        assert _median(sample, "tpot", unseen_only=True) <= 0.130 + 0.01
+        assert _median(sample, "tput", unseen_only=True) <= 0.129 + 0.01
+        assert _median(sample, "ttft", unseen_only=True) <= 0.296 + 0.01
+
+
+_SHORT = pytest.mark.xfail(
+    strict=True,
+    reason="known gap: on the sample's 2,621 rows no fit reads the medians are 13.0% TPOT and "
+    "12.9% tokens/s per GPU against the 12% bars (12.1% / 11.7% with the 1,112 reference runs "
+    "in; docs/calibration.md, the unseen check)",
+)
 
 
 @needs_data
 @needs_runs
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: on the sample's 2,621 rows no fit reads the medians are 12.6% TPOT, "
-    "13.2% tokens/s per GPU and 30.6% TTFT (11.7% / 11.6% / 29.2% with the 1,112 reference runs "
-    "in; docs/calibration.md, the unseen check)",
+@pytest.mark.parametrize(
+    "figure",
+    [pytest.param("tpot", marks=_SHORT), pytest.param("tput", marks=_SHORT), "ttft"],
 )
-@pytest.mark.parametrize("figure", list(BARS))
 def test_unseen_medians_within_the_bars(sample: Score, figure: str) -> None:
+    """Issue 9's bars on the runs no fit reads. TTFT meets its 30% since the routed experts'
+    prefill compute follows the measured MoE form (29.6%; 30.6% before)."""
     assert _median(sample, figure, unseen_only=True) <= BARS[figure]
 
 
 @needs_data
 @needs_runs
-def test_the_moe_ttft_caveat_plans_carry_holds(sample: Score, catalog: Catalog) -> None:
-    """``fleet.perf.caveats.MOE_TTFT``, which every plan serving an MoE model repeats, is what
-    the sample says: the MoE models' median signed TTFT error over the runs no fit reads (within
-    two points and 2% of the runs). Should a change move it, the caveat's figure must move too."""
+def test_no_large_class_bias_on_unseen_runs(sample: Score, catalog: Catalog) -> None:
+    """The class biases plans once carried as warnings stay gone: the MoE models' median signed
+    TTFT error on the runs no fit reads (-24.6% over 2,328 runs before the MoE compute form,
+    -1.4% since) and the throughput of runs at 65 or more users (+18.1% over 539 runs before,
+    +4.7% since) are within 10%."""
     s = sample.scored
-    moe = np.asarray([catalog.models[m].moe is not None for m in s.model.tolist()])
-    keep = moe & ~s.seen
-    signed = float(np.median(s.ttft[keep] / s.measured_ttft[keep] - 1.0))
-    assert signed == pytest.approx(MOE_TTFT.median_signed, abs=0.02)
-    assert int(keep.sum()) == pytest.approx(MOE_TTFT.runs, rel=0.02)
-
-
-@needs_data
-@needs_runs
-def test_the_large_batch_caveat_plans_carry_holds(sample: Score) -> None:
-    """``fleet.perf.caveats.LARGE_BATCH``, which a plan running replicas at 65 or more streams
-    repeats, is what the sample says: the median signed tokens/s-per-GPU error of the runs no fit
-    reads at that many users (within two points and 2% of the runs)."""
-    s = sample.scored
-    keep = (s.concurrency >= LARGE_BATCH_STREAMS) & ~s.seen
-    signed = float(np.median(s.tput[keep] / s.measured_tput[keep] - 1.0))
-    assert signed == pytest.approx(LARGE_BATCH.median_signed, abs=0.02)
-    assert int(keep.sum()) == pytest.approx(LARGE_BATCH.runs, rel=0.02)
+    moe = np.asarray([catalog.models[m].moe is not None for m in s.model.tolist()]) & ~s.seen
+    assert int(moe.sum()) > 2000
+    assert abs(float(np.median(s.ttft[moe] / s.measured_ttft[moe] - 1.0))) <= 0.10
+    large = (s.concurrency >= 65) & ~s.seen
+    assert int(large.sum()) > 500
+    assert abs(float(np.median(s.tput[large] / s.measured_tput[large] - 1.0))) <= 0.10
