@@ -25,7 +25,7 @@ Per configuration (docs/performance-model.md has the derivations):
                on prefill tokens the routed experts' grouped GEMMs also follow the part's
                measured MoE compute form, x (1 + m0 / m) x (1 + n0 / n) / ratio with m the
                (token, expert) pairs per touched expert of the step and n an expert's width on
-               the rank (``Accelerators.moe_compute``, ``fleet.perf.kernel_moe_efficiency``);
+               the rank (``AcceleratorArrays.moe_compute``, ``fleet.perf.kernel_moe_efficiency``);
    comm s    = ``fleet.perf.comm.StageComm``.
    Stage time = roof(the rest) + roof(the routed experts) + comm: the experts' grouped GEMMs are
    kernels of their own, each part of the step on its own roofline; roof = a smooth max
