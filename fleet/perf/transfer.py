@@ -168,7 +168,7 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
         moe_call_us=_kernel_or(acc, "moe_call_us", 0.0),
         moe_fp4_call_us=_kernel_or(acc, "moe_fp4_call_us", _kernel_or(acc, "moe_call_us", 0.0)),
         dsa_call_us=_kernel_or(acc, "dsa_call_us", 0.0),
-        moe_compute=_moe_compute(acc) or FLAT_MOE,
+        moe_compute=_moe_compute(acc),
         moe_routing_skew=_skew(acc) or BALANCED,
     )
 
@@ -190,13 +190,11 @@ def _moe_forms(acc: Accelerator) -> dict[str, tuple[float, float, float]]:
 
 def _moe_compute(
     acc: Accelerator, family: list[Accelerator] | None = None
-) -> tuple[tuple[float, float, float], ...] | None:
+) -> tuple[tuple[float, float, float], ...]:
     """Per expert kind: the part's own form, else the family's mean (ratio geometric, m0 and
-    n0 arithmetic), else flat; None when neither has any."""
+    n0 arithmetic), else flat (the dense rate)."""
     own = _moe_forms(acc)
     theirs = [_moe_forms(f) for f in family or []]
-    if not own and not any(theirs):
-        return None
     out = []
     for kind in EXPERT_KINDS:
         if kind in own:
@@ -381,7 +379,7 @@ def kernel_transfer(acc: Accelerator, family: list[Accelerator]) -> ResolvedEffi
         moe_call_us=call_us,
         moe_fp4_call_us=k.moe_fp4_call_us or call_us,
         dsa_call_us=k.dsa_call_us or _geomean_or_zero([_given(f).dsa_call_us for f in family]),
-        moe_compute=_moe_compute(acc, family) or FLAT_MOE,
+        moe_compute=_moe_compute(acc, family),
         moe_routing_skew=_skew(acc) or _family_skew(family) or BALANCED,
     )
 
