@@ -14,8 +14,10 @@ name (``flops`` covers every precision of the flops table).
 
 An entry may also carry kernel terms that are not multipliers on a fitted factor:
 ``block_fp8_moe_local_expert_us``, the engine's block-scaled FP8 MoE kernel's fixed time per expert
-held on a rank (0 where absent), and ``expert_prefill_time``, how long the engine's MoE kernels take
-on prefill-sized calls against TensorRT-LLM's at the same shapes, per expert kind (1 where absent).
+held on a rank (0 where absent); ``moe_compute``, the engine's own routed-expert compute form per
+expert kind, fitted on its MoE kernel table (the part's TensorRT-LLM form where absent); and
+``expert_prefill_time``, how long the engine's MoE kernels take on prefill-sized calls against
+TensorRT-LLM's at the same shapes, for kinds without a form (1 where absent).
 
 An engine's ``scheduling`` table (optional) carries what its scheduler does to a closed-loop
 benchmark's TTFT: whether it prefills waiting requests before decoding and its per-request
@@ -30,7 +32,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from fleet.catalog.schema import PRECISIONS, Frozen, Id, Precision
+from fleet.catalog.schema import PRECISIONS, Frozen, Id, MoeCompute, Precision
 
 POOLED = "any"
 """The engine id of the pooled factors (no multiplier): what the catalog's factors are."""
@@ -104,7 +106,22 @@ class EngineFactors(Frozen, frozen=True, kw_only=True):
     prefill-sized calls against TensorRT-LLM's (the kernels the parts' figures are fitted on),
     per expert kind, measured on both engines' kernel tables (``fleet.perf.kernel_moe_engines``);
     the routed experts' compute on prefill tokens takes that multiple."""
+    moe_compute: MoeCompute | None = None
+    """Not a multiplier: this engine's own routed-expert compute form per expert kind, fitted on
+    its MoE kernel table as the parts' forms are on TensorRT-LLM's (``python -m
+    fleet.perf.kernel_moe_efficiency --engine <id>``); on prefill tokens the experts' compute
+    follows it instead of the part's form (a kind given here takes no ``expert_prefill_time``)."""
     sources: dict[str, str]
+
+    def moe_forms(self) -> dict[str, tuple[float, float, float]]:
+        """Expert kind -> (flops_fraction, half_rate_pairs_per_expert, half_rate_width) given."""
+        if self.moe_compute is None:
+            return {}
+        return {
+            k: (f.flops_fraction, f.half_rate_pairs_per_expert, f.half_rate_width)
+            for k in EXPERT_KINDS
+            if (f := getattr(self.moe_compute, k)) is not None
+        }
 
     def not_measured(self) -> tuple[str, ...]:
         """Multipliers left at 1 because no data measure them (``flops.<precision>`` for
@@ -180,6 +197,14 @@ def engine_problem(engine: Engine, accelerators: set[str]) -> tuple[str, str] | 
             given.append("block_fp8_moe_local_expert_us")
         if f.expert_prefill_time.given():
             given.append("expert_prefill_time")
+        if f.moe_forms():
+            given.append("moe_compute")
+            both = sorted(set(f.moe_forms()) & set(f.expert_prefill_time.given()))
+            if both:
+                return (
+                    f"factors[{j}].expert_prefill_time",
+                    f"{both} also have an moe_compute form, which replaces the prefill time",
+                )
         missing = [n for n in given if n not in f.sources]
         if missing:
             return f"factors[{j}].sources", f"no source for {missing}"

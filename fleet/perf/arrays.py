@@ -366,6 +366,26 @@ class CatalogArrays:
         new = dataclasses.replace(acc, expert_prefill_time=matrix)
         return dataclasses.replace(self, accelerators=new)
 
+    def with_moe_compute(
+        self, forms: Mapping[str, Mapping[str, tuple[float, float, float]]]
+    ) -> CatalogArrays:
+        """A copy whose accelerators named in ``forms`` take those routed-expert compute forms,
+        (ratio, m0, n0) by expert kind (an engine's own MoE kernels, ``moe_compute``), in place of
+        the part's; those kinds' prefill-time multiples go back to 1 (the form measures the
+        engine's kernels itself). Kinds not named keep theirs."""
+        acc = self.accelerators
+        compute = acc.moe_compute.copy()
+        prefill = acc.expert_prefill_time.copy()
+        for a, kinds in forms.items():
+            if a in acc.ids:
+                i = acc.ids.index(a)
+                for kind, form in kinds.items():
+                    k = EXPERT_KINDS.index(kind)
+                    compute[i, k] = form
+                    prefill[i, k] = 1.0
+        new = dataclasses.replace(acc, moe_compute=compute, expert_prefill_time=prefill)
+        return dataclasses.replace(self, accelerators=new)
+
     def scaled(
         self, accelerator_ids: tuple[str, ...], multipliers: Mapping[str, float | FloatArray]
     ) -> CatalogArrays:

@@ -55,11 +55,18 @@ from fleet.catalog import PRECISIONS, Catalog, load_catalog
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, relative_errors, with_factors
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
-from fleet.perf.engines import apply, block_fp8_moe_terms, expert_prefill_terms
+from fleet.perf.engines import (
+    apply,
+    block_fp8_moe_terms,
+    expert_prefill_terms,
+    moe_compute_terms,
+)
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
 
 ENGINES = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
+Form3 = tuple[float, float, float]
+"""(flops_fraction, half_rate_pairs_per_expert, half_rate_width) of an MoE compute form."""
 """Engine id (the CSV's ``backend``) -> name."""
 SEED = 20260
 HELD_OUT_FRACTION = 0.25
@@ -174,6 +181,7 @@ def with_scheduler(
         )
         .with_block_fp8_moe(block_fp8_moe_s(engine))
         .with_expert_prefill(expert_prefill(engine))
+        .with_moe_compute(moe_compute(engine))
     )
 
 
@@ -182,6 +190,14 @@ def expert_prefill(engine: str) -> dict[str, dict[str, float]]:
     """``engine``'s routed-expert prefill time per accelerator and expert kind, as the catalog
     carries it (a kernel measurement, ``fleet.perf.kernel_moe_engines``; not fitted here)."""
     return expert_prefill_terms(load_catalog(), engine)
+
+
+@functools.cache
+def moe_compute(engine: str) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """``engine``'s own routed-expert compute forms per accelerator and expert kind, as the
+    catalog carries them (a kernel measurement, ``fleet.perf.kernel_moe_efficiency``; not fitted
+    here)."""
+    return moe_compute_terms(load_catalog(), engine)
 
 
 @functools.cache
@@ -375,6 +391,14 @@ GRID_SOURCE = (
     "<= 64 tokens, roofline + call + this term x experts held (E / ep){mean}: python -m "
     "fleet.perf.kernel_moe_grid"
 )
+FORM_SOURCE = (
+    "this engine's MoE kernel table of {parts} (aiconfigurator-core 0.12.0, moe_perf.parquet; "
+    "the engine's kernel-table version above): every balanced-routing call, the fastest kernel "
+    "per shape, compute = FLOPs / (peak x flops_fraction) x (1 + half_rate_pairs_per_expert / m) "
+    "x (1 + half_rate_width / n) in the smooth roofline with a call term, fitted on the seeded "
+    "three quarters of shapes{mean}: python -m fleet.perf.kernel_moe_efficiency --engine "
+    "{engine}"
+)
 PREFILL_SOURCE = (
     "this engine's MoE kernel table of {parts} against TensorRT-LLM 1.3.0rc20's "
     "(aiconfigurator-core 0.12.0, moe_perf.parquet; the engine's kernel-table version above): "
@@ -401,6 +425,8 @@ def _toml_factors(
     m: dict[str, float],
     grid_us: float | None = None,
     prefill: dict[str, float] | None = None,
+    forms: dict[str, Form3] | None = None,
+    engine: str = "",
 ) -> list[str]:
     lines = ["", "[[engines.factors]]", f"accelerators = {list(accs)!r}".replace("'", '"')]
     lines.append(f'basis = "{basis}"')
@@ -413,9 +439,17 @@ def _toml_factors(
     if flops:
         cells = ", ".join(f"{p} = {v:.3g}" for p, v in flops.items())
         lines.append(f"flops = {{ {cells} }}")
+    prefill = {k: v for k, v in (prefill or {}).items() if k not in (forms or {})}
     if prefill:
         cells = ", ".join(f"{k} = {v:.3g}" for k, v in prefill.items())
         lines.append(f"expert_prefill_time = {{ {cells} }}")
+    for kind, (f, m0, n0) in (forms or {}).items():
+        lines += [
+            f"[engines.factors.moe_compute.{kind}]",
+            f"flops_fraction = {f:.3g}",
+            f"half_rate_pairs_per_expert = {m0:.3g}",
+            f"half_rate_width = {n0:.4g}",
+        ]
     lines.append("[engines.factors.sources]")
     for name in ("bandwidth", "flops", "link", "step_overhead", "collective_overhead"):
         if name in m or (name == "flops" and flops):
@@ -431,7 +465,27 @@ def _toml_factors(
         lines.append(f'block_fp8_moe_local_expert_us = "{GRID_SOURCE.format(**where)}"')
     if prefill:
         lines.append(f'expert_prefill_time = "{PREFILL_SOURCE.format(**where)}"')
+    if forms:
+        mean = ", the parts' mean (flops fraction geometric, half-rate points arithmetic)"
+        form_where = {**where, "mean": mean if len(accs) > 1 else "", "engine": engine}
+        lines.append(f'moe_compute = "{FORM_SOURCE.format(**form_where)}"')
     return lines
+
+
+def form_figure(forms: dict[str, dict[str, Form3]], accs: Sequence[str]) -> dict[str, Form3]:
+    """The MoE compute forms of an entry over ``accs`` per kind every part has: the flops
+    fraction's geometric mean, the half-rate points' arithmetic means (as the parts' family
+    means, ``fleet.perf.transfer``)."""
+    if not forms or any(a not in forms for a in accs):
+        return {}
+    out: dict[str, Form3] = {}
+    for kind in forms[accs[0]]:
+        each = [forms[a][kind] for a in accs if kind in forms[a]]
+        if len(each) == len(accs):
+            n = len(each)
+            f = math.exp(sum(math.log(x[0]) for x in each) / n)
+            out[kind] = (f, sum(x[1] for x in each) / n, sum(x[2] for x in each) / n)
+    return out
 
 
 def prefill_figure(
@@ -461,6 +515,7 @@ def engines_toml(
     overheads_ms: dict[str, float],
     grid: dict[str, float] | None = None,
     prefill: dict[str, dict[str, dict[str, float]]] | None = None,
+    forms: dict[str, dict[str, dict[str, Form3]]] | None = None,
 ) -> str:
     """fleet/data/engines.toml from the fits (generated: re-run, do not edit by hand); each
     engine's closed-loop TTFT terms from ``fleet.perf.ttft_fit`` (its request overheads)."""
@@ -477,8 +532,15 @@ def engines_toml(
         lines += scheduling_toml(e, overheads_ms[e])
         g = (grid or {}) if e in GRID_ENGINES else {}
         p = (prefill or {}).get(e, {})
+        fm = (forms or {}).get(e, {})
         lines += _toml_factors(
-            HOPPER, "fitted-on-runs", fitted[e], grid_figure(g, HOPPER), prefill_figure(p, HOPPER)
+            HOPPER,
+            "fitted-on-runs",
+            fitted[e],
+            grid_figure(g, HOPPER),
+            prefill_figure(p, HOPPER),
+            form_figure(fm, HOPPER),
+            e,
         )
         for acc in BLACKWELL:
             m = blackwell(fitted[e], ratios, e, acc)
@@ -488,6 +550,8 @@ def engines_toml(
                 m,
                 grid_figure(g, (acc,)),
                 prefill_figure(p, (acc,)),
+                form_figure(fm, (acc,)),
+                e,
             )
     return "\n".join(lines) + "\n"
 
@@ -509,14 +573,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     fitted, table = fit_all(arrays, runs)
     ratios = kernel_ratios(args.data, catalog)
     if args.toml:
-        from fleet.perf import kernel_moe_engines, kernel_moe_grid, kernel_tables, ttft_fit
+        from fleet.perf import (
+            kernel_moe_efficiency,
+            kernel_moe_engines,
+            kernel_moe_grid,
+            kernel_tables,
+            ttft_fit,
+        )
 
         overheads, _ = ttft_fit.fit_all(arrays, runs)
         parts = [catalog.accelerator(a) for a in kernel_moe_grid.PARTS]
         data = kernel_tables.find_data(args.data)
         grid = kernel_moe_grid.trtllm_figures(data, parts)
         prefill = {e: kernel_moe_engines.terms(data, e) for e in ENGINES}
-        print(engines_toml(fitted, ratios, overheads, grid, prefill))
+        forms = {e: kernel_moe_efficiency.chosen_forms(data, catalog, e) for e in ENGINES}
+        print(engines_toml(fitted, ratios, overheads, grid, prefill, forms))
         return 0
     print("| engine | split | rows | TPOT pooled / engine | tok/s/GPU pooled / engine "
           "| TTFT pooled / engine |")  # fmt: skip

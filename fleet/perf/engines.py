@@ -4,7 +4,10 @@
 (``fleet.catalog.engines.POOLED``), so nothing moves unless an engine is picked; otherwise a copy
 whose factors of each accelerator family the engine's entry names are multiplied
 (``CatalogArrays.scaled``). Multipliers map to factor arrays by ``FIELDS``; a new factor array
-(one per weight precision, a KV-read factor, ...) joins by adding its name there.
+(one per weight precision, a KV-read factor, ...) joins by adding its name there. The entry's
+kernel terms go in beside them: the block-scaled FP8 MoE time per expert held, the routed
+experts' prefill-time multiples and the engine's own MoE compute forms (``moe_compute_terms``),
+which replace the part's where given.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 from fleet.catalog import PRECISIONS, Catalog
 from fleet.catalog.engines import EngineFactors
 from fleet.perf.arrays import CatalogArrays
-from fleet.perf.transfer import resolve_efficiency
+from fleet.perf.transfer import moe_form_ratio, resolve_efficiency
 from fleet.perf.types import Configs, Estimate
 
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -69,6 +72,7 @@ def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> Ca
         arrays = apply(arrays, accs, flat(factors))
     arrays = arrays.with_block_fp8_moe(block_fp8_moe_terms(catalog, engine_id))
     arrays = arrays.with_expert_prefill(expert_prefill_terms(catalog, engine_id))
+    arrays = arrays.with_moe_compute(moe_compute_terms(catalog, engine_id))
     if engine.scheduling is not None:
         arrays = arrays.with_scheduling(
             request_overhead_s=engine.scheduling.request_overhead_ms * 1e-3,
@@ -99,6 +103,27 @@ def expert_prefill_terms(catalog: Catalog, engine_id: str) -> dict[str, dict[str
         if (given := f.expert_prefill_time.given())
         for a in f.accelerators
     }
+
+
+def moe_compute_terms(
+    catalog: Catalog, engine_id: str
+) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """Accelerator id -> expert kind -> the engine's own MoE compute form there as the model reads
+    it, (ratio, m0, n0) (``transfer.moe_form_ratio``), where its entries give one
+    (``EngineFactors.moe_compute``; empty for the pooled default and TensorRT-LLM, whose forms are
+    the parts')."""
+    engine = catalog.engine(engine_id)
+    if engine is None:
+        return {}
+    out: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for f in engine.factors:
+        for a in f.accelerators:
+            acc = catalog.accelerator(a)
+            for kind, (flops, m0, n0) in f.moe_forms().items():
+                ratio = moe_form_ratio(acc, kind, flops)
+                if ratio is not None:
+                    out.setdefault(a, {})[kind] = (ratio, m0, n0)
+    return out
 
 
 def block_fp8_moe_terms(catalog: Catalog, engine_id: str) -> dict[str, float]:

@@ -24,14 +24,26 @@ The performance model charges routed experts with the decode regime's streaming 
 expert kind (fleet/data/accelerators.toml ``[accelerators.kernel.moe_compute.<kind>]``;
 ``fleet.perf.model``; docs/calibration.md, "MoE compute by tokens per expert and expert width").
 
-    python -m fleet.perf.kernel_moe_efficiency [--data build/aic/whl] [--toml]
+vLLM and SGLang run grouped GEMMs of their own, and the package times them at the same shapes
+(``moe/<engine>/<version>/moe_perf.parquet``, the versions of ``kernel_engines.ENGINES``). Their
+forms are fitted the same way on their own tables (``engine``; the fastest kernel per shape, as
+the engine picks it) and carried by the engine's entries (fleet/data/engines.toml
+``moe_compute``, ``engine_forms``): the rate falls with the expert's width far less under vLLM
+than under TensorRT-LLM (on B200, block-scaled FP8: half rate at 36 elements against 1,352), so
+one ratio of the two engines' times cannot follow the shapes (docs/calibration.md, "Each
+engine's own MoE compute form").
 
-prints both forms per part and expert dtype, or with ``--toml`` the catalog's tables.
+    python -m fleet.perf.kernel_moe_efficiency [--data build/aic/whl] [--engine E] [--toml]
+
+prints both forms per part and expert dtype (with another engine than TensorRT-LLM, also which of
+its form and its time ratio, ``kernel_moe_engines``, its entries carry: ``chosen_forms``), or with
+``--toml`` the parts' accelerators.toml tables (engines.toml is written by ``engine_fit --toml``).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,15 +52,24 @@ import numpy as np
 import polars as pl
 from scipy.optimize import least_squares
 
-from fleet.catalog import Accelerator, load_catalog
+from fleet.catalog import Accelerator, Catalog, load_catalog
 from fleet.perf import kernel_fit as kf
+from fleet.perf import kernel_moe_engines
 from fleet.perf import kernel_tables as kt
+from fleet.perf.kernel_engines import ENGINES
 from fleet.perf.types import FloatArray
 
 PARTS = ("h100-sxm", "h200-sxm", "b200", "gb200", "b300", "gb300")
 DTYPES = ("bf16", "fp8", "fp8_block", "fp4")
 """The expert dtypes both forms are fitted on (NVFP4 for 4-bit: the MXFP4 x MXFP8 rows, a handful
 of shapes, fit neither form: held-out errors of 28-42% either way)."""
+PREFILL_TOKENS = 1024
+"""Calls of at least this many tokens are prefill chunks (as ``kernel_moe_engines`` counts them)."""
+REFERENCE = "trtllm"
+"""The engine whose tables the parts' own figures (accelerators.toml) are fitted on."""
+SHAPE_KEYS = (
+    "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size",
+)  # fmt: skip
 BANDS: tuple[tuple[int, int], ...] = ((1, 64), (65, 512), (513, 2048), (2049, 16384))
 """Token bands of a call: decode steps, large decode batches, prefill chunks, long chunks."""
 
@@ -65,15 +86,35 @@ class Calls:
     """Expert intermediate width on the rank."""
 
 
-def calls(data: Path, accelerator: str, dtype: str) -> Calls:
+def table_path(data: Path, accelerator: str, engine: str) -> Path:
+    """``engine``'s MoE table on ``accelerator`` (TensorRT-LLM's at the part's measured version)."""
+    if engine == REFERENCE:
+        return kt.table_path(data, accelerator, kt.MOE_TABLE)
+    return data / kt.SYSTEMS[accelerator] / "moe" / engine / ENGINES[engine] / "moe_perf.parquet"
+
+
+def calls(data: Path, accelerator: str, dtype: str, engine: str = REFERENCE) -> Calls | None:
     """Every balanced-routing call of ``dtype`` on ``accelerator``, counted as ``kernel_tables.moe``
-    counts them (no token bound)."""
+    counts them (no token bound): TensorRT-LLM's gated kernels (the rows the parts' figures read),
+    another engine's fastest kernel per shape. None where the engine has no table there."""
     table_dtype = next(k for k, v in kt.MOE_DTYPES.items() if v == dtype)
-    d = pl.read_parquet(kt.table_path(data, accelerator, kt.MOE_TABLE)).filter(
-        (pl.col("moe_dtype") == table_dtype)
-        & (pl.col("distribution") == "balanced")
-        & pl.col("kernel_source").is_in(kt.MOE_KERNELS)
-    )
+    path = table_path(data, accelerator, engine)
+    if not path.is_file():
+        return None
+    d = pl.read_parquet(path)
+    if engine == REFERENCE:
+        d = d.filter(
+            (pl.col("moe_dtype") == table_dtype)
+            & (pl.col("distribution") == "balanced")
+            & pl.col("kernel_source").is_in(kt.MOE_KERNELS)
+        )
+    else:
+        d = (
+            d.filter((pl.col("moe_dtype") == table_dtype) & (pl.col("distribution") == "balanced"))
+            .group_by(SHAPE_KEYS)
+            .agg(pl.col("latency").min())
+            .sort(SHAPE_KEYS)
+        )
     t, inter, topk, e, tp, ep = (
         d[c].to_numpy().astype(np.float64)
         for c in ("num_tokens", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size")
@@ -92,6 +133,9 @@ class FormFit:
     band_signed: tuple[float, ...]
     """Median predicted / measured - 1 of the held-out calls in each of ``BANDS`` (NaN where a
     band has none)."""
+    held_out_prefill_median: float
+    """Median absolute error of the held-out calls of at least ``PREFILL_TOKENS`` tokens (the
+    prefill chunks the form is charged on; NaN where there are none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,19 +166,22 @@ def _fit_form(
     r = predict(result.x, np.ones_like(held)) / latency - 1.0
     in_band = [held & (c.tokens >= lo) & (c.tokens <= hi) for lo, hi in BANDS]
     bands = tuple(float(np.median(r[b])) if b.any() else float("nan") for b in in_band)
+    prefill = held & (c.tokens >= PREFILL_TOKENS)
     return FormFit(
         {n: float(v) for n, v in zip(names, result.x, strict=True)},
         float(np.median(np.abs(r[held]))), float(np.quantile(np.abs(r[held]), 0.9)), bands,
+        float(np.median(np.abs(r[prefill]))) if prefill.any() else float("nan"),
     )  # fmt: skip
 
 
-def fit(data: Path, acc: Accelerator, dtype: str) -> EfficiencyFit | None:
-    """Both forms on ``acc``'s ``dtype`` calls; None where the part has no such rows or peak."""
+def fit(data: Path, acc: Accelerator, dtype: str, engine: str = REFERENCE) -> EfficiencyFit | None:
+    """Both forms on ``acc``'s ``dtype`` calls of ``engine``'s table; None where the part has no
+    such rows or peak."""
     peak_tflops = acc.peak_tflops.get(kf.PEAK_COLUMN[dtype])  # type: ignore[arg-type]
     if peak_tflops is None:
         return None
-    c = calls(data, acc.id, dtype)
-    if c.tokens.size == 0 or not c.samples.held_out.any():
+    c = calls(data, acc.id, dtype, engine)
+    if c is None or c.tokens.size == 0 or not c.samples.held_out.any():
         return None
     peak, bw = peak_tflops * 1e12, acc.memory_bandwidth_bytes_per_s
     s = c.samples
@@ -161,9 +208,9 @@ def fit(data: Path, acc: Accelerator, dtype: str) -> EfficiencyFit | None:
 def markdown(fits: Sequence[EfficiencyFit]) -> str:
     bands = " / ".join(f"{lo}-{hi}" for lo, hi in BANDS)
     lines = [
-        f"| part | dtype | calls | form | f | m0 | n0 | held-out median / p90 | signed by band "
-        f"({bands} tokens) |",
-        "|---|---|---:|---|---:|---:|---:|---:|---|",
+        f"| part | dtype | calls | form | f | m0 | n0 | held-out median / p90 | held-out median, "
+        f">= {PREFILL_TOKENS:,} tokens | signed by band ({bands} tokens) |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for f in fits:
         for name, form in (("flat", f.flat), ("efficiency", f.efficiency)):
@@ -174,7 +221,8 @@ def markdown(fits: Sequence[EfficiencyFit]) -> str:
             lines.append(
                 f"| {f.accelerator} | {f.dtype} | {f.calls} | {name} | "
                 f"{p['flops_fraction']:.3f} | {m0} | {n0} | "
-                f"{form.held_out_median:.1%} / {form.held_out_p90:.1%} | {signed} |"
+                f"{form.held_out_median:.1%} / {form.held_out_p90:.1%} | "
+                f"{form.held_out_prefill_median:.1%} | {signed} |"
             )
     return "\n".join(lines)
 
@@ -194,20 +242,98 @@ def toml(fits: Sequence[EfficiencyFit]) -> str:
     return "\n".join(lines)
 
 
+Form3 = tuple[float, float, float]
+"""(flops_fraction, half_rate_pairs_per_expert, half_rate_width) of one efficiency form."""
+
+
+def fits_of(data: Path, catalog: Catalog, engine: str = REFERENCE) -> list[EfficiencyFit]:
+    """Both forms for every part of ``PARTS`` and dtype of ``DTYPES`` ``engine``'s tables hold."""
+    return [
+        f
+        for part in PARTS
+        for dtype in DTYPES
+        if (f := fit(data, catalog.accelerator(part), dtype, engine)) is not None
+    ]
+
+
+def engine_forms(data: Path, catalog: Catalog, engine: str) -> dict[str, dict[str, FormFit]]:
+    """Accelerator id -> expert kind -> ``engine``'s efficiency form there, fitted and scored."""
+    out: dict[str, dict[str, FormFit]] = {}
+    for f in fits_of(data, catalog, engine):
+        out.setdefault(f.accelerator, {})[f.dtype] = f.efficiency
+    return out
+
+
+def form3(form: FormFit) -> Form3:
+    """The three figures of a fitted efficiency form the model reads."""
+    p = form.params
+    return p["flops_fraction"], p["tokens_half"], p["width_half"]
+
+
+def chosen_forms(data: Path, catalog: Catalog, engine: str) -> dict[str, dict[str, Form3]]:
+    """Accelerator id -> expert kind -> the ``engine``'s own form its engines.toml entry carries:
+    where it predicts the engine's held-out calls of at least ``PREFILL_TOKENS`` tokens better
+    than TensorRT-LLM's calls x the engine's median time ratio does (``kernel_moe_engines``'
+    held-out error; a kind with no ratio takes its form). Empty for TensorRT-LLM, whose forms
+    are the parts' own."""
+    if engine == REFERENCE:
+        return {}
+    ratio_err = kernel_moe_engines.held_out(data, engine)
+    out: dict[str, dict[str, Form3]] = {}
+    for acc, kinds in engine_forms(data, catalog, engine).items():
+        for kind, form in kinds.items():
+            err = ratio_err.get(acc, {}).get(kind, math.nan)
+            if form.held_out_prefill_median < (math.inf if math.isnan(err) else err):
+                out.setdefault(acc, {})[kind] = form3(form)
+    return out
+
+
+def choice_markdown(data: Path, catalog: Catalog, engine: str) -> str:
+    """Per part and expert kind: ``engine``'s own form and its held-out error at prefill sizes,
+    the median time ratio to TensorRT-LLM and its held-out error, and which one the engine's
+    entry carries (``chosen_forms``)."""
+    forms = engine_forms(data, catalog, engine)
+    chosen = chosen_forms(data, catalog, engine)
+    ratio = kernel_moe_engines.terms(data, engine)
+    ratio_err = kernel_moe_engines.held_out(data, engine)
+    lines = [
+        f"| part | kind | form: f / m0 / n0 | form held-out, >= {PREFILL_TOKENS:,} tokens | "
+        "ratio | ratio held-out | carried |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
+    for acc in PARTS:
+        for kind in DTYPES:
+            form, r = forms.get(acc, {}).get(kind), ratio.get(acc, {}).get(kind)
+            if form is None and r is None:
+                continue
+            f = "-" if form is None else " / ".join(f"{v:.3g}" for v in form3(form))
+            f_err = "-" if form is None else f"{form.held_out_prefill_median:.1%}"
+            err = ratio_err.get(acc, {}).get(kind, math.nan)
+            r_text = "-" if r is None else f"{r:.3g}"
+            r_err = "-" if math.isnan(err) else f"{err:.1%}"
+            carried = "form" if kind in chosen.get(acc, {}) else "ratio"
+            lines.append(f"| {acc} | {kind} | {f} | {f_err} | {r_text} | {r_err} | {carried} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--engine",
+        choices=sorted(ENGINES),
+        default=REFERENCE,
+        help="whose MoE tables to fit (default: TensorRT-LLM's, the parts' own figures)",
+    )
     parser.add_argument(
         "--toml", action="store_true", help="print the forms as accelerators.toml tables"
     )
     args, data = kt.parse_with_data(parser, argv)
     catalog = load_catalog()
-    fits = [
-        f
-        for part in PARTS
-        for dtype in DTYPES
-        if (f := fit(data, catalog.accelerator(part), dtype)) is not None
-    ]
+    fits = fits_of(data, catalog, args.engine)
     print(toml(fits) if args.toml else markdown(fits))
+    if args.engine != REFERENCE and not args.toml:
+        print()
+        print(choice_markdown(data, catalog, args.engine))
     return 0
 
 

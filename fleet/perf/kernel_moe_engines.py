@@ -115,16 +115,28 @@ def measure(data: Path, accelerator: str, engine: str) -> list[PrefillRatio]:
     return out
 
 
-def terms(data: Path, engine: str) -> dict[str, dict[str, float]]:
-    """``expert_prefill_time`` of ``engine`` per part and kind (TensorRT-LLM: none, it is the
+def _by_part(data: Path, engine: str, field: str) -> dict[str, dict[str, float]]:
+    """One ``PrefillRatio`` field of ``engine`` per part and kind (TensorRT-LLM: none, it is the
     reference)."""
     if engine == REFERENCE:
         return {}
     out: dict[str, dict[str, float]] = {}
     for acc in kt.SYSTEMS:
         for r in measure(data, acc, engine):
-            out.setdefault(acc, {})[r.kind] = r.ratio
+            out.setdefault(acc, {})[r.kind] = getattr(r, field)
     return out
+
+
+def terms(data: Path, engine: str) -> dict[str, dict[str, float]]:
+    """``expert_prefill_time`` of ``engine`` per part and kind (TensorRT-LLM: none, it is the
+    reference)."""
+    return _by_part(data, engine, "ratio")
+
+
+def held_out(data: Path, engine: str) -> dict[str, dict[str, float]]:
+    """The held-out error of each of ``terms``' ratios, per part and kind (NaN where no shape of
+    the kind is held out)."""
+    return _by_part(data, engine, "held_out_median")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

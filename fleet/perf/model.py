@@ -502,7 +502,8 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     replicated_per_token_s = 2.0 * tfrac * replicated / (tp * flops_r)
     expert_per_token_s = 2.0 * tfrac * active_experts / (n * flops) * routing_skew(A, M, a, m, ep)
     # on prefill tokens the experts' grouped GEMMs run at the engine's own prefill-sized MoE
-    # kernels, a measured multiple of TensorRT-LLM's per expert kind (1 for the pooled default)
+    # kernels: a measured multiple of TensorRT-LLM's per expert kind (1 for the pooled default,
+    # and where the engine's own form below replaces the part's)
     kind = _EXPERT_KIND[wp]  # per weight precision; block-scaled FP8 checkpoints below
     kind = np.where((kind == _KIND_FP8) & (M.fp8_block_scaled[m] > 0.0), _KIND_FP8_BLOCK, kind)
     expert_prefill_per_token_s = expert_per_token_s
@@ -510,10 +511,11 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
         prefill_time = np.where(kind >= 0, A.expert_prefill_time[a, np.maximum(kind, 0)], 1.0)
         expert_prefill_per_token_s = expert_per_token_s * prefill_time
     # On prefill tokens the grouped GEMMs' rate follows the call's shape (the part's measured MoE
-    # compute form, fleet.perf.kernel_moe_efficiency): (1 + m0 / m) x (1 + n0 / n) / ratio, m the
-    # (token, expert) pairs per expert the step touches, n an expert's intermediate width on the
-    # rank; (ratio, m0, n0) = (1, 0, 0) where the part and its family have no form. The width
-    # term is the row's own: it goes into the prefill rate once.
+    # compute form, or the engine's own, fleet.perf.kernel_moe_efficiency):
+    # (1 + m0 / m) x (1 + n0 / n) / ratio, m the (token, expert) pairs per expert the step
+    # touches, n an expert's intermediate width on the rank; (ratio, m0, n0) = (1, 0, 0) where
+    # the part and its family have no form. The width term is the row's own: it goes into the
+    # prefill rate once.
     forms = np.concatenate([A.moe_compute, np.ones((len(A.ids), 1, 3))], axis=1)
     forms[:, -1, 1:] = 0.0  # the flat form, for rows of no expert kind
     pick = a * forms.shape[1] + np.where(kind < 0, forms.shape[1] - 1, kind)

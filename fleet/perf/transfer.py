@@ -173,6 +173,15 @@ def _given(acc: Accelerator) -> ResolvedEfficiency:
     )
 
 
+def moe_form_ratio(acc: Accelerator, kind: str, flops_fraction: float) -> float | None:
+    """An MoE form's FLOP fraction of ``kind`` on ``acc`` as the model reads it: over the part's
+    dense GEMM kernel fraction of that kind's precision (None where the part has no such
+    figure), so that the end-to-end compute factors scale the experts as the dense layers."""
+    k = acc.kernel
+    gemm = None if k is None else getattr(k.gemm_flops_fraction, MOE_KIND_PRECISION[kind])
+    return flops_fraction / gemm if gemm else None
+
+
 def _moe_forms(acc: Accelerator) -> dict[str, tuple[float, float, float]]:
     """The part's measured MoE compute forms as (ratio, m0, n0) per expert kind it has."""
     k = acc.kernel
@@ -181,9 +190,10 @@ def _moe_forms(acc: Accelerator) -> dict[str, tuple[float, float, float]]:
     out = {}
     for kind in EXPERT_KINDS:
         form = getattr(k.moe_compute, kind)
-        gemm = getattr(k.gemm_flops_fraction, MOE_KIND_PRECISION[kind])
-        if form is not None and gemm:
-            ratio = form.flops_fraction / gemm
+        if form is None:
+            continue
+        ratio = moe_form_ratio(acc, kind, form.flops_fraction)
+        if ratio is not None:
             out[kind] = (ratio, form.half_rate_pairs_per_expert, form.half_rate_width)
     return out
 

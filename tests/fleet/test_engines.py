@@ -156,9 +156,24 @@ def _copy(tmp_path: Path, old: str, new: str) -> Path:
         ("bandwidth = 1", "bandwidth = 0", r"\$\.engines\[0\]\.factors\[0\]\.bandwidth"),
         ('basis = "fitted-on-runs"', 'basis = "guessed"', "basis"),
         (
-            "expert_prefill_time = { bf16 = 1.22,",
-            "expert_prefill_time = { bf16 = 0,",
-            r"\$\.engines\[1\]\.factors\[0\]\.expert_prefill_time\.bf16",
+            "expert_prefill_time = { bf16 = ",
+            "expert_prefill_time = { bf16 = 0, x = ",
+            r"\$\.engines\[1\]\.factors\[\d\]\.expert_prefill_time\.bf16",
+        ),
+        (
+            "[engines.factors.moe_compute.bf16]\nflops_fraction = ",
+            "[engines.factors.moe_compute.bf16]\nflops_fraction = -",
+            r"\$\.engines\[1\]\.factors\[0\]\.moe_compute\.bf16\.flops_fraction",
+        ),
+        (
+            '\nmoe_compute = "',
+            '\nx_compute = "',
+            r"engines\[1\]\.factors\[0\]\.sources \(id 'vllm'\): no source for \['moe_compute'\]",
+        ),
+        (  # vLLM's Hopper entry: a ratio for a kind its own form already measures
+            "expert_prefill_time = { ",
+            "expert_prefill_time = { fp8 = 1.2, ",
+            r"engines\[1\]\.factors\[0\]\.expert_prefill_time \(id 'vllm'\): \['fp8'\] also",
         ),
         (
             "expert_prefill_time = { bf16 = ",
