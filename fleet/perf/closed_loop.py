@@ -72,7 +72,8 @@ each engine's own): the value on a 2.5 ms grid with the smallest median absolute
 fit series of the calibration's held-out check (seeded three quarters of all run series, the
 pooled factors re-fitted on them): ``python -m fleet.perf.ttft_fit``. 77.5 ms before the routed
 experts' prefill compute followed the measured MoE form (``fleet.perf.kernel_moe_efficiency``;
-engines 82.5 / 27.5 / 145 ms -> 80 / 25 / 82.5 ms for TensorRT-LLM / vLLM / SGLang); 85 ms
+engines 82.5 / 27.5 / 145 ms -> 80 / 25 / 82.5 ms for TensorRT-LLM / vLLM / SGLang; SGLang's
+97.5 ms since its own MoE compute forms, engines.toml ``moe_compute``); 85 ms
 before MoE layers paid their routing skew (``fleet.perf.kernel_moe_skew``); 80 ms before
 InferenceX's runs were read at their drawn lengths (``fleet.perf.protocol``); 62.5 ms on the draw
 before the held-out quarter was drawn over every run series and devices had their reported
