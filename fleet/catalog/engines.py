@@ -66,9 +66,10 @@ class FlopsMultipliers(Frozen, frozen=True, kw_only=True):
         return getattr(self, precision)
 
 
-EXPERT_KINDS: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4")
-"""Kinds of routed experts whose prefill kernels differ by engine: BF16, per-tensor FP8,
-block-scaled FP8 (``Model.fp8_block_scaled``) and 4-bit floating point (NVFP4 / MXFP4)."""
+EXPERT_KINDS: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "int4")
+"""Kinds of routed experts whose grouped GEMMs are measured apart: BF16, per-tensor FP8,
+block-scaled FP8 (``Model.fp8_block_scaled``), 4-bit floating point (NVFP4 / MXFP4) and INT4
+weight-only (W4A16, dequantized to BF16: Kimi K2's checkpoints)."""
 PrefillTime = Annotated[float, Meta(ge=0.1, le=20.0)]
 
 
@@ -80,6 +81,7 @@ class ExpertPrefillTime(Frozen, frozen=True, kw_only=True):
     fp8: PrefillTime | None = None
     fp8_block: PrefillTime | None = None
     fp4: PrefillTime | None = None
+    int4: PrefillTime | None = None
 
     def given(self) -> dict[str, float]:
         return {k: v for k in EXPERT_KINDS if (v := getattr(self, k)) is not None}

@@ -235,12 +235,14 @@ class MoeComputeForm(Frozen, frozen=True, kw_only=True):
 
 class MoeCompute(Frozen, frozen=True, kw_only=True):
     """``MoeComputeForm`` per expert kind (``fleet.catalog.engines.EXPERT_KINDS``: BF16,
-    per-tensor FP8, block-scaled FP8, FP4); a kind left out has no fitted form on the part."""
+    per-tensor FP8, block-scaled FP8, FP4, INT4 weight-only); a kind left out has no fitted form
+    on the part."""
 
     bf16: MoeComputeForm | None = None
     fp8: MoeComputeForm | None = None
     fp8_block: MoeComputeForm | None = None
     fp4: MoeComputeForm | None = None
+    int4: MoeComputeForm | None = None
 
 
 class PartialKernelFigures(Frozen, frozen=True, kw_only=True):

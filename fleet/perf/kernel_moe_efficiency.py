@@ -60,9 +60,20 @@ from fleet.perf.kernel_engines import ENGINES
 from fleet.perf.types import FloatArray
 
 PARTS = ("h100-sxm", "h200-sxm", "b200", "gb200", "b300", "gb300")
-DTYPES = ("bf16", "fp8", "fp8_block", "fp4")
+DTYPES = ("bf16", "fp8", "fp8_block", "fp4", "int4")
 """The expert dtypes both forms are fitted on (NVFP4 for 4-bit: the MXFP4 x MXFP8 rows, a handful
-of shapes, fit neither form: held-out errors of 28-42% either way)."""
+of shapes, fit neither form: held-out errors of 28-42% either way; INT4 weight-only, against the
+BF16 peak: the kernel dequantizes)."""
+OWN_TABLE = {"int4": kt.INT4_MOE_ENGINE}
+"""Kinds whose parts' own form comes from another engine's table than TensorRT-LLM's, which holds
+no such rows: INT4 weight-only (W4A16) experts from vLLM's, the kernel the INT4 checkpoints (Kimi
+K2) are served with (as the parts' ``moe_int4_bandwidth_fraction``)."""
+ENGINE_DTYPES = tuple(d for d in DTYPES if d not in OWN_TABLE)
+"""The kinds an engine's own forms are fitted on (the others' part forms are already one
+engine's)."""
+_TABLE_DTYPE = {"int4": ("int4_wo", "int4_weight_only")}
+"""Kind -> (the MoE table's dtype, ``kernel_tables``' name of it) where it is not in
+``kernel_tables.MOE_DTYPES``."""
 PREFILL_TOKENS = 1024
 """Calls of at least this many tokens are prefill chunks (as ``kernel_moe_engines`` counts them)."""
 REFERENCE = "trtllm"
@@ -96,8 +107,15 @@ def table_path(data: Path, accelerator: str, engine: str) -> Path:
 def calls(data: Path, accelerator: str, dtype: str, engine: str = REFERENCE) -> Calls | None:
     """Every balanced-routing call of ``dtype`` on ``accelerator``, counted as ``kernel_tables.moe``
     counts them (no token bound): TensorRT-LLM's gated kernels (the rows the parts' figures read),
-    another engine's fastest kernel per shape. None where the engine has no table there."""
-    table_dtype = next(k for k, v in kt.MOE_DTYPES.items() if v == dtype)
+    another engine's fastest kernel per shape (a kind of ``OWN_TABLE``: that engine's table for
+    the part's own form). None where the engine has no table there."""
+    if dtype in _TABLE_DTYPE:
+        table_dtype, sample_dtype = _TABLE_DTYPE[dtype]
+    else:
+        table_dtype = next(k for k, v in kt.MOE_DTYPES.items() if v == dtype)
+        sample_dtype = dtype
+    if engine == REFERENCE:
+        engine = OWN_TABLE.get(dtype, REFERENCE)
     path = table_path(data, accelerator, engine)
     if not path.is_file():
         return None
@@ -121,7 +139,7 @@ def calls(data: Path, accelerator: str, dtype: str, engine: str = REFERENCE) -> 
     )
     pairs = np.maximum(t * topk / ep, 1.0)
     touched = np.maximum(1.0, np.minimum(e / ep, t * topk / ep))
-    return Calls(kt.moe_samples(d, dtype), t, pairs / touched, inter / tp)
+    return Calls(kt.moe_samples(d, sample_dtype), t, pairs / touched, inter / tp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +195,8 @@ def _fit_form(
 def fit(data: Path, acc: Accelerator, dtype: str, engine: str = REFERENCE) -> EfficiencyFit | None:
     """Both forms on ``acc``'s ``dtype`` calls of ``engine``'s table; None where the part has no
     such rows or peak."""
-    peak_tflops = acc.peak_tflops.get(kf.PEAK_COLUMN[dtype])  # type: ignore[arg-type]
+    sample_dtype = _TABLE_DTYPE.get(dtype, (dtype, dtype))[1]
+    peak_tflops = acc.peak_tflops.get(kf.PEAK_COLUMN[sample_dtype])  # type: ignore[arg-type]
     if peak_tflops is None:
         return None
     c = calls(data, acc.id, dtype, engine)
@@ -247,11 +266,14 @@ Form3 = tuple[float, float, float]
 
 
 def fits_of(data: Path, catalog: Catalog, engine: str = REFERENCE) -> list[EfficiencyFit]:
-    """Both forms for every part of ``PARTS`` and dtype of ``DTYPES`` ``engine``'s tables hold."""
+    """Both forms for every part of ``PARTS`` and dtype ``engine``'s tables hold: of ``DTYPES``
+    for the parts' own forms (TensorRT-LLM's, ``REFERENCE``), of ``ENGINE_DTYPES`` for
+    another engine's."""
+    dtypes = DTYPES if engine == REFERENCE else ENGINE_DTYPES
     return [
         f
         for part in PARTS
-        for dtype in DTYPES
+        for dtype in dtypes
         if (f := fit(data, catalog.accelerator(part), dtype, engine)) is not None
     ]
 

@@ -7,9 +7,10 @@ the grouped GEMMs at prefill sizes, where they run well below the dense rate: te
 tokens per expert, not thousands (``check``: the model's rates against the tables, three ways of
 composing compute and memory, all too fast).
 
-``fit`` measures the rate instead: per part and expert kind (``fleet.catalog.engines
-.EXPERT_KINDS``), on calls of at least ``PREFILL_TOKENS`` tokens (a prefill chunk's, the calls
-``fleet.perf.kernel_moe_engines`` compares engines on), the FLOP fraction of the peak the model
+``fit`` measures the rate instead: per part and expert kind (``KIND_DTYPES``: the kinds of
+``fleet.catalog.engines.EXPERT_KINDS`` that TensorRT-LLM's tables hold), on calls of at least
+``PREFILL_TOKENS`` tokens (a prefill chunk's, the calls ``fleet.perf.kernel_moe_engines``
+compares engines on), the FLOP fraction of the peak the model
 charges the kind at (BF16; FP8 for per-tensor and block-scaled FP8; FP4 for 4-bit floating point)
 that the model's smooth roofline reaches the measured latency with, its memory term at the
 part's measured MoE streaming figure and its call term the measured MoE call time (both from the
@@ -38,7 +39,6 @@ from pathlib import Path
 import numpy as np
 
 from fleet.catalog import Accelerator, Catalog, Precision, load_catalog
-from fleet.catalog.engines import EXPERT_KINDS
 from fleet.perf import kernel_fit as kf
 from fleet.perf import kernel_tables as kt
 from fleet.perf.model import _roof
@@ -143,7 +143,7 @@ def terms(data: Path, catalog: Catalog) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for part in PARTS:
         acc = catalog.accelerator(part)
-        got = {k: f for k in EXPERT_KINDS if (f := fit(data, acc, k, efficiency[part]))}
+        got = {k: f for k in KIND_DTYPES if (f := fit(data, acc, k, efficiency[part]))}
         if got:
             out[part] = {k: f.fraction for k, f in got.items()}
     return out
@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|---|---:|---:|---:|---:|---:|")
     for part in PARTS:
         acc = catalog.accelerator(part)
-        for kind in EXPERT_KINDS:
+        for kind in KIND_DTYPES:
             f = fit(data, acc, kind, efficiency[part])
             if f is None:
                 continue

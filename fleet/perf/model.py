@@ -107,11 +107,14 @@ _BF16 = PRECISIONS.index("bf16")
 _FP8 = PRECISIONS.index("fp8")
 _FP4 = PRECISIONS.index("fp4")
 _FOUR_BIT = np.asarray([p in FOUR_BIT for p in PRECISIONS])
-_KIND_BF16, _KIND_FP8, _KIND_FP8_BLOCK, _KIND_FP4 = (
-    EXPERT_KINDS.index(k) for k in ("bf16", "fp8", "fp8_block", "fp4")
+_KIND_BF16, _KIND_FP8, _KIND_FP8_BLOCK, _KIND_FP4, _KIND_INT4 = (
+    EXPERT_KINDS.index(k) for k in ("bf16", "fp8", "fp8_block", "fp4", "int4")
 )
 _EXPERT_KIND = np.asarray(
-    [{"bf16": _KIND_BF16, "fp8": _KIND_FP8, "fp4": _KIND_FP4}.get(p, -1) for p in PRECISIONS]
+    [
+        {"bf16": _KIND_BF16, "fp8": _KIND_FP8, "fp4": _KIND_FP4, "int4": _KIND_INT4}.get(p, -1)
+        for p in PRECISIONS
+    ]
 )
 """Expert kind (``EXPERT_KINDS``) of each weight precision; -1: no kind-specific kernel terms."""
 ROOF_SHARPNESS = 2.0

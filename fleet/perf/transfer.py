@@ -69,9 +69,10 @@ BALANCED: tuple[tuple[float, ...], ...] = tuple(
 FLAT_MOE: tuple[tuple[float, float, float], ...] = tuple((1.0, 0.0, 0.0) for _ in EXPERT_KINDS)
 """Routed experts at the dense FLOP rate of their precision, whatever the call's shape."""
 MOE_KIND_PRECISION: dict[str, Precision] = {
-    "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4",
+    "bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "int4": "bf16",
 }  # fmt: skip
-"""The dense GEMM precision whose kernel FLOP fraction an expert kind's form is read against."""
+"""The dense GEMM precision whose kernel FLOP fraction an expert kind's form is read against
+(INT4 weight-only experts dequantize and compute in BF16)."""
 EIGHT_BIT: frozenset[Precision] = frozenset({"fp8", "int8", "fp4"})
 """Precisions whose FLOP fraction is the 8-bit figure (``Efficiency.fp8_flops_fraction``)."""
 

@@ -177,8 +177,8 @@ def _copy(tmp_path: Path, old: str, new: str) -> Path:
         ),
         (
             "expert_prefill_time = { bf16 = ",
-            "expert_prefill_time = { int4 = 2, bf16 = ",
-            "int4",
+            "expert_prefill_time = { int8 = 2, bf16 = ",
+            "int8",
         ),
         (
             '\nexpert_prefill_time = "',

@@ -156,3 +156,26 @@ def test_vllm_prefill_follows_its_kernels_across_expert_widths(
     assert ratio[1] > 1.15  # vLLM slower with whole experts
     assert 0.75 < ratio[4] < 1.25  # about even with them split
     assert ratio[4] < 0.75 * ratio[1]
+
+
+def test_int4_weight_only_experts_prefill_at_their_measured_form(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """Kimi K2.5's INT4 weight-only experts on B200: vLLM's W4A16 grouped GEMM (the kernel such
+    checkpoints are served with) reaches 0.10 of the BF16 peak at its best on prefill-sized calls
+    and halves that at 11 pairs per expert and at 79 elements of width (the catalog's
+    ``moe_compute.int4``, fitted on its MoE table), where the dense BF16 GEMMs reach 0.67. An
+    8k-token prompt's prefill at tp 8 takes over twice as long as at the dense rate (the flat
+    form); a decode step does not move (decode tokens keep the streaming and call terms)."""
+    b200 = catalog.accelerator("b200")
+    assert b200.kernel is not None and b200.kernel.moe_compute is not None
+    form = b200.kernel.moe_compute.int4
+    assert form is not None and form.flops_fraction < 0.2
+    configs = make_configs(
+        catalog, model=["kimi-k2.5"], system=["hgx-b200-8"], tp=[8], ep=[1],
+        precision=["int4"], batch=[16], isl=[8192], osl=[1024],
+    )  # fmt: skip
+    measured = estimate(arrays, configs)
+    flat = estimate(arrays.with_moe_compute({"b200": {"int4": (1.0, 0.0, 0.0)}}), configs)
+    assert measured.prefill_s[0] > 2.0 * flat.prefill_s[0]
+    assert measured.step_s[0] == pytest.approx(flat.step_s[0])
