@@ -70,6 +70,9 @@ EXPERT_KINDS: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "fp4", "int4")
 """Kinds of routed experts whose grouped GEMMs are measured apart: BF16, per-tensor FP8,
 block-scaled FP8 (``Model.fp8_block_scaled``), 4-bit floating point (NVFP4 / MXFP4) and INT4
 weight-only (W4A16, dequantized to BF16: Kimi K2's checkpoints)."""
+MoeForm = tuple[float, float, float]
+"""One routed-expert compute form's three figures: (FLOP fraction or ratio,
+half_rate_pairs_per_expert, half_rate_width)."""
 PrefillTime = Annotated[float, Meta(ge=0.1, le=20.0)]
 
 
@@ -115,7 +118,7 @@ class EngineFactors(Frozen, frozen=True, kw_only=True):
     follows it instead of the part's form (a kind given here takes no ``expert_prefill_time``)."""
     sources: dict[str, str]
 
-    def moe_forms(self) -> dict[str, tuple[float, float, float]]:
+    def moe_forms(self) -> dict[str, MoeForm]:
         """Expert kind -> (flops_fraction, half_rate_pairs_per_expert, half_rate_width) given."""
         if self.moe_compute is None:
             return {}

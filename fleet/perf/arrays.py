@@ -25,7 +25,7 @@ import numpy as np
 
 from fleet.catalog import FOUR_BIT, MOE_ROUTINGS, MOE_SKEW_EP, PRECISIONS, Catalog, Model
 from fleet.catalog.compressed import INDEX_KEY_BYTES_PER_ELEMENT, compressor_state_bytes
-from fleet.catalog.engines import EXPERT_KINDS
+from fleet.catalog.engines import EXPERT_KINDS, MoeForm
 from fleet.catalog.params import (
     attention_params_per_layer,
     conv_state_bytes_per_layer,
@@ -366,9 +366,7 @@ class CatalogArrays:
         new = dataclasses.replace(acc, expert_prefill_time=matrix)
         return dataclasses.replace(self, accelerators=new)
 
-    def with_moe_compute(
-        self, forms: Mapping[str, Mapping[str, tuple[float, float, float]]]
-    ) -> CatalogArrays:
+    def with_moe_compute(self, forms: Mapping[str, Mapping[str, MoeForm]]) -> CatalogArrays:
         """A copy whose accelerators named in ``forms`` take those routed-expert compute forms,
         (ratio, m0, n0) by expert kind (an engine's own MoE kernels, ``moe_compute``), in place of
         the part's; those kinds' prefill-time multiples go back to 1 (the form measures the

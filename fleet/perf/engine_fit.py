@@ -52,6 +52,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from fleet.catalog import PRECISIONS, Catalog, load_catalog
+from fleet.catalog.engines import MoeForm
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, relative_errors, with_factors
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
@@ -63,10 +64,9 @@ from fleet.perf.engines import (
 )
 from fleet.perf.measured import MeasuredRuns, load_measured, reference_csv
 from fleet.perf.model import estimate
+from fleet.perf.transfer import mean_moe_form
 
 ENGINES = {"trtllm": "TensorRT-LLM", "vllm": "vLLM", "sglang": "SGLang"}
-Form3 = tuple[float, float, float]
-"""(flops_fraction, half_rate_pairs_per_expert, half_rate_width) of an MoE compute form."""
 """Engine id (the CSV's ``backend``) -> name."""
 SEED = 20260
 HELD_OUT_FRACTION = 0.25
@@ -193,7 +193,7 @@ def expert_prefill(engine: str) -> dict[str, dict[str, float]]:
 
 
 @functools.cache
-def moe_compute(engine: str) -> dict[str, dict[str, tuple[float, float, float]]]:
+def moe_compute(engine: str) -> dict[str, dict[str, MoeForm]]:
     """``engine``'s own routed-expert compute forms per accelerator and expert kind, as the
     catalog carries them (a kernel measurement, ``fleet.perf.kernel_moe_efficiency``; not fitted
     here)."""
@@ -425,7 +425,7 @@ def _toml_factors(
     m: dict[str, float],
     grid_us: float | None = None,
     prefill: dict[str, float] | None = None,
-    forms: dict[str, Form3] | None = None,
+    forms: dict[str, MoeForm] | None = None,
     engine: str = "",
 ) -> list[str]:
     lines = ["", "[[engines.factors]]", f"accelerators = {list(accs)!r}".replace("'", '"')]
@@ -472,20 +472,16 @@ def _toml_factors(
     return lines
 
 
-def form_figure(forms: dict[str, dict[str, Form3]], accs: Sequence[str]) -> dict[str, Form3]:
-    """The MoE compute forms of an entry over ``accs`` per kind every part has: the flops
-    fraction's geometric mean, the half-rate points' arithmetic means (as the parts' family
-    means, ``fleet.perf.transfer``)."""
+def form_figure(forms: dict[str, dict[str, MoeForm]], accs: Sequence[str]) -> dict[str, MoeForm]:
+    """The MoE compute forms of an entry over ``accs`` per kind every part has, their mean as
+    the parts' family means are taken (``transfer.mean_moe_form``)."""
     if not forms or any(a not in forms for a in accs):
         return {}
-    out: dict[str, Form3] = {}
-    for kind in forms[accs[0]]:
-        each = [forms[a][kind] for a in accs if kind in forms[a]]
-        if len(each) == len(accs):
-            n = len(each)
-            f = math.exp(sum(math.log(x[0]) for x in each) / n)
-            out[kind] = (f, sum(x[1] for x in each) / n, sum(x[2] for x in each) / n)
-    return out
+    return {
+        kind: mean_moe_form([forms[a][kind] for a in accs])
+        for kind in forms[accs[0]]
+        if all(kind in forms[a] for a in accs)
+    }
 
 
 def prefill_figure(
@@ -515,7 +511,7 @@ def engines_toml(
     overheads_ms: dict[str, float],
     grid: dict[str, float] | None = None,
     prefill: dict[str, dict[str, dict[str, float]]] | None = None,
-    forms: dict[str, dict[str, dict[str, Form3]]] | None = None,
+    forms: dict[str, dict[str, dict[str, MoeForm]]] | None = None,
 ) -> str:
     """fleet/data/engines.toml from the fits (generated: re-run, do not edit by hand); each
     engine's closed-loop TTFT terms from ``fleet.perf.ttft_fit`` (its request overheads)."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from fleet.catalog import PRECISIONS, Catalog
-from fleet.catalog.engines import EngineFactors
+from fleet.catalog.engines import EngineFactors, MoeForm
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.transfer import moe_form_ratio, resolve_efficiency
 from fleet.perf.types import Configs, Estimate
@@ -105,9 +105,7 @@ def expert_prefill_terms(catalog: Catalog, engine_id: str) -> dict[str, dict[str
     }
 
 
-def moe_compute_terms(
-    catalog: Catalog, engine_id: str
-) -> dict[str, dict[str, tuple[float, float, float]]]:
+def moe_compute_terms(catalog: Catalog, engine_id: str) -> dict[str, dict[str, MoeForm]]:
     """Accelerator id -> expert kind -> the engine's own MoE compute form there as the model reads
     it, (ratio, m0, n0) (``transfer.moe_form_ratio``), where its entries give one
     (``EngineFactors.moe_compute``; empty for the pooled default and TensorRT-LLM, whose forms are
@@ -115,7 +113,7 @@ def moe_compute_terms(
     engine = catalog.engine(engine_id)
     if engine is None:
         return {}
-    out: dict[str, dict[str, tuple[float, float, float]]] = {}
+    out: dict[str, dict[str, MoeForm]] = {}
     for f in engine.factors:
         for a in f.accelerators:
             acc = catalog.accelerator(a)

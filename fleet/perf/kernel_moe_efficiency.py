@@ -53,6 +53,7 @@ import polars as pl
 from scipy.optimize import least_squares
 
 from fleet.catalog import Accelerator, Catalog, load_catalog
+from fleet.catalog.engines import MoeForm
 from fleet.perf import kernel_fit as kf
 from fleet.perf import kernel_moe_engines
 from fleet.perf import kernel_tables as kt
@@ -104,16 +105,19 @@ def table_path(data: Path, accelerator: str, engine: str) -> Path:
     return data / kt.SYSTEMS[accelerator] / "moe" / engine / ENGINES[engine] / "moe_perf.parquet"
 
 
+def _dtypes(dtype: str) -> tuple[str, str]:
+    """(the MoE table's dtype, ``kernel_tables``' name of it) of an expert kind."""
+    if dtype in _TABLE_DTYPE:
+        return _TABLE_DTYPE[dtype]
+    return next(k for k, v in kt.MOE_DTYPES.items() if v == dtype), dtype
+
+
 def calls(data: Path, accelerator: str, dtype: str, engine: str = REFERENCE) -> Calls | None:
     """Every balanced-routing call of ``dtype`` on ``accelerator``, counted as ``kernel_tables.moe``
     counts them (no token bound): TensorRT-LLM's gated kernels (the rows the parts' figures read),
     another engine's fastest kernel per shape (a kind of ``OWN_TABLE``: that engine's table for
     the part's own form). None where the engine has no table there."""
-    if dtype in _TABLE_DTYPE:
-        table_dtype, sample_dtype = _TABLE_DTYPE[dtype]
-    else:
-        table_dtype = next(k for k, v in kt.MOE_DTYPES.items() if v == dtype)
-        sample_dtype = dtype
+    table_dtype, sample_dtype = _dtypes(dtype)
     if engine == REFERENCE:
         engine = OWN_TABLE.get(dtype, REFERENCE)
     path = table_path(data, accelerator, engine)
@@ -195,8 +199,7 @@ def _fit_form(
 def fit(data: Path, acc: Accelerator, dtype: str, engine: str = REFERENCE) -> EfficiencyFit | None:
     """Both forms on ``acc``'s ``dtype`` calls of ``engine``'s table; None where the part has no
     such rows or peak."""
-    sample_dtype = _TABLE_DTYPE.get(dtype, (dtype, dtype))[1]
-    peak_tflops = acc.peak_tflops.get(kf.PEAK_COLUMN[sample_dtype])  # type: ignore[arg-type]
+    peak_tflops = acc.peak_tflops.get(kf.PEAK_COLUMN[_dtypes(dtype)[1]])  # type: ignore[arg-type]
     if peak_tflops is None:
         return None
     c = calls(data, acc.id, dtype, engine)
@@ -261,10 +264,6 @@ def toml(fits: Sequence[EfficiencyFit]) -> str:
     return "\n".join(lines)
 
 
-Form3 = tuple[float, float, float]
-"""(flops_fraction, half_rate_pairs_per_expert, half_rate_width) of one efficiency form."""
-
-
 def fits_of(data: Path, catalog: Catalog, engine: str = REFERENCE) -> list[EfficiencyFit]:
     """Both forms for every part of ``PARTS`` and dtype ``engine``'s tables hold: of ``DTYPES``
     for the parts' own forms (TensorRT-LLM's, ``REFERENCE``), of ``ENGINE_DTYPES`` for
@@ -278,31 +277,31 @@ def fits_of(data: Path, catalog: Catalog, engine: str = REFERENCE) -> list[Effic
     ]
 
 
-def engine_forms(data: Path, catalog: Catalog, engine: str) -> dict[str, dict[str, FormFit]]:
-    """Accelerator id -> expert kind -> ``engine``'s efficiency form there, fitted and scored."""
-    out: dict[str, dict[str, FormFit]] = {}
-    for f in fits_of(data, catalog, engine):
-        out.setdefault(f.accelerator, {})[f.dtype] = f.efficiency
-    return out
-
-
-def form3(form: FormFit) -> Form3:
+def form3(form: FormFit) -> MoeForm:
     """The three figures of a fitted efficiency form the model reads."""
     p = form.params
     return p["flops_fraction"], p["tokens_half"], p["width_half"]
 
 
-def chosen_forms(data: Path, catalog: Catalog, engine: str) -> dict[str, dict[str, Form3]]:
-    """Accelerator id -> expert kind -> the ``engine``'s own form its engines.toml entry carries:
-    where it predicts the engine's held-out calls of at least ``PREFILL_TOKENS`` tokens better
-    than TensorRT-LLM's calls x the engine's median time ratio does (``kernel_moe_engines``'
-    held-out error; a kind with no ratio takes its form). Empty for TensorRT-LLM, whose forms
-    are the parts' own."""
-    if engine == REFERENCE:
-        return {}
-    ratio_err = kernel_moe_engines.held_out(data, engine)
-    out: dict[str, dict[str, Form3]] = {}
-    for acc, kinds in engine_forms(data, catalog, engine).items():
+def _by_part(fits: Sequence[EfficiencyFit]) -> dict[str, dict[str, FormFit]]:
+    """Accelerator id -> expert kind -> the efficiency form of ``fits``."""
+    out: dict[str, dict[str, FormFit]] = {}
+    for f in fits:
+        out.setdefault(f.accelerator, {})[f.dtype] = f.efficiency
+    return out
+
+
+def engine_forms(data: Path, catalog: Catalog, engine: str) -> dict[str, dict[str, FormFit]]:
+    """Accelerator id -> expert kind -> ``engine``'s efficiency form there, fitted and scored."""
+    return _by_part(fits_of(data, catalog, engine))
+
+
+def _choose(
+    forms: dict[str, dict[str, FormFit]], ratio_err: dict[str, dict[str, float]]
+) -> dict[str, dict[str, MoeForm]]:
+    """``chosen_forms`` from the engine's fitted forms and its time ratios' held-out errors."""
+    out: dict[str, dict[str, MoeForm]] = {}
+    for acc, kinds in forms.items():
         for kind, form in kinds.items():
             err = ratio_err.get(acc, {}).get(kind, math.nan)
             if form.held_out_prefill_median < (math.inf if math.isnan(err) else err):
@@ -310,14 +309,25 @@ def chosen_forms(data: Path, catalog: Catalog, engine: str) -> dict[str, dict[st
     return out
 
 
-def choice_markdown(data: Path, catalog: Catalog, engine: str) -> str:
-    """Per part and expert kind: ``engine``'s own form and its held-out error at prefill sizes,
-    the median time ratio to TensorRT-LLM and its held-out error, and which one the engine's
-    entry carries (``chosen_forms``)."""
-    forms = engine_forms(data, catalog, engine)
-    chosen = chosen_forms(data, catalog, engine)
+def chosen_forms(data: Path, catalog: Catalog, engine: str) -> dict[str, dict[str, MoeForm]]:
+    """Accelerator id -> expert kind -> the ``engine``'s own form its engines.toml entry carries:
+    where it predicts the engine's held-out calls of at least ``PREFILL_TOKENS`` tokens better
+    than TensorRT-LLM's calls x the engine's median time ratio does (``kernel_moe_engines``'
+    held-out error; a kind with no ratio takes its form). Empty for TensorRT-LLM, whose forms
+    are the parts' own."""
+    if engine == REFERENCE:
+        return {}
+    return _choose(engine_forms(data, catalog, engine), kernel_moe_engines.held_out(data, engine))
+
+
+def choice_markdown(data: Path, fits: Sequence[EfficiencyFit], engine: str) -> str:
+    """Per part and expert kind: ``engine``'s own form (of ``fits``, its ``fits_of``) and its
+    held-out error at prefill sizes, the median time ratio to TensorRT-LLM and its held-out
+    error, and which one the engine's entry carries (``chosen_forms``)."""
+    forms = _by_part(fits)
     ratio = kernel_moe_engines.terms(data, engine)
     ratio_err = kernel_moe_engines.held_out(data, engine)
+    chosen = _choose(forms, ratio_err)
     lines = [
         f"| part | kind | form: f / m0 / n0 | form held-out, >= {PREFILL_TOKENS:,} tokens | "
         "ratio | ratio held-out | carried |",
@@ -355,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(toml(fits) if args.toml else markdown(fits))
     if args.engine != REFERENCE and not args.toml:
         print()
-        print(choice_markdown(data, catalog, args.engine))
+        print(choice_markdown(data, fits, args.engine))
     return 0
 
 

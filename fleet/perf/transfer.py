@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fleet.catalog import (
@@ -58,7 +58,7 @@ from fleet.catalog import (
     Catalog,
     Precision,
 )
-from fleet.catalog.engines import EXPERT_KINDS
+from fleet.catalog.engines import EXPERT_KINDS, MoeForm
 from fleet.catalog.schema import KernelFigures
 
 Fractions = dict[Precision, float]
@@ -183,7 +183,7 @@ def moe_form_ratio(acc: Accelerator, kind: str, flops_fraction: float) -> float 
     return flops_fraction / gemm if gemm else None
 
 
-def _moe_forms(acc: Accelerator) -> dict[str, tuple[float, float, float]]:
+def _moe_forms(acc: Accelerator) -> dict[str, MoeForm]:
     """The part's measured MoE compute forms as (ratio, m0, n0) per expert kind it has."""
     k = acc.kernel
     if k is None or k.moe_compute is None:
@@ -212,17 +212,19 @@ def _moe_compute(
             out.append(own[kind])
             continue
         forms = [t[kind] for t in theirs if kind in t]
-        if not forms:
-            out.append((1.0, 0.0, 0.0))
-            continue
-        out.append(
-            (
-                _geomean([f[0] for f in forms]),
-                sum(f[1] for f in forms) / len(forms),
-                sum(f[2] for f in forms) / len(forms),
-            )
-        )
+        out.append(mean_moe_form(forms) if forms else (1.0, 0.0, 0.0))
     return tuple(out)
+
+
+def mean_moe_form(forms: Sequence[MoeForm]) -> MoeForm:
+    """Several parts' forms of one expert kind as one: the FLOP fraction (or ratio) geometric,
+    the half-rate points arithmetic."""
+    n = len(forms)
+    return (
+        _geomean([f[0] for f in forms]),
+        sum(f[1] for f in forms) / n,
+        sum(f[2] for f in forms) / n,
+    )
 
 
 def _skew(acc: Accelerator) -> tuple[tuple[float, ...], ...] | None:
