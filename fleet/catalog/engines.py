@@ -17,7 +17,9 @@ An entry may also carry kernel terms that are not multipliers on a fitted factor
 held on a rank (0 where absent); ``moe_compute``, the engine's own routed-expert compute form per
 expert kind, fitted on its MoE kernel table (the part's TensorRT-LLM form where absent); and
 ``expert_prefill_time``, how long the engine's MoE kernels take on prefill-sized calls against
-TensorRT-LLM's at the same shapes, for kinds without a form (1 where absent).
+TensorRT-LLM's at the same shapes, for kinds without a form (1 where absent). One term is fitted
+on runs rather than measured on a kernel: ``moe_w4a16_call_us``, a fixed time per MoE layer and
+step of weight-only 4-bit experts (0 where absent, as the pooled fit).
 
 An engine's ``scheduling`` table (optional) carries what its scheduler does to a closed-loop
 benchmark's TTFT: whether it prefills waiting requests before decoding and its per-request
@@ -106,6 +108,13 @@ class EngineFactors(Frozen, frozen=True, kw_only=True):
     the rank, per MoE layer and forward pass, in microseconds, measured on its kernel tables
     (``fleet.perf.kernel_moe_grid``); charged on models whose FP8 experts are block-scaled
     (``Model.fp8_block_scaled``). None: the engine's kernel shows no such term (0)."""
+    moe_w4a16_call_us: Annotated[float, Meta(ge=0.0, le=500.0)] | None = None
+    """Not a multiplier: a fixed time, in microseconds, of every MoE layer's routed-expert call
+    in each forward pass when the experts are weight-only 4-bit (W4A16: MXFP4 or INT4 on parts
+    without 4-bit tensor cores), fitted end to end on this engine's runs
+    (``fleet.perf.engine_fit``). The pooled fit charges those experts no call time (their
+    streaming figure is fitted on runs of every engine); an engine whose W4A16 kernel has a
+    larger floor than the others' carries the difference here. None: 0."""
     expert_prefill_time: ExpertPrefillTime = ExpertPrefillTime()
     """Not a multiplier on a fitted factor: how long this engine's MoE kernels take on
     prefill-sized calls against TensorRT-LLM's (the kernels the parts' figures are fitted on),
@@ -200,6 +209,8 @@ def engine_problem(engine: Engine, accelerators: set[str]) -> tuple[str, str] | 
             given.append("flops")
         if f.block_fp8_moe_local_expert_us is not None:
             given.append("block_fp8_moe_local_expert_us")
+        if f.moe_w4a16_call_us is not None:
+            given.append("moe_w4a16_call_us")
         if f.expert_prefill_time.given():
             given.append("expert_prefill_time")
         if f.moe_forms():

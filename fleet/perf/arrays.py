@@ -245,6 +245,10 @@ class AcceleratorArrays:
     """The engine's block-scaled FP8 MoE kernel's fixed time per expert held on a rank, per MoE
     layer and forward pass (0 for the pooled default and kernels without the term;
     ``fleet.perf.kernel_moe_grid``)."""
+    moe_w4a16_call_s: FloatArray
+    """Fixed time of an MoE layer's routed-expert call per forward pass when the experts are
+    weight-only 4-bit (0 for the pooled default, whose W4A16 streaming figure is fitted with no
+    call time; an engine's fitted term, ``EngineFactors.moe_w4a16_call_us``)."""
     expert_prefill_time: FloatArray
     """(n, E) time of the routed experts' grouped GEMMs on prefill tokens, as a multiple of what
     the part's FLOP fraction gives: the engine's MoE kernel against TensorRT-LLM's at
@@ -343,16 +347,26 @@ class CatalogArrays:
             ),
         )
 
+    def _with_column(self, field: str, values: Mapping[str, float]) -> CatalogArrays:
+        """A copy whose accelerators named in ``values`` take those values of the per-accelerator
+        factor ``field`` (the others keep theirs)."""
+        acc = self.accelerators
+        column = getattr(acc, field).copy()
+        for a, value in values.items():
+            if a in acc.ids:
+                column[acc.ids.index(a)] = value
+        new = dataclasses.replace(acc, **{field: column})
+        return dataclasses.replace(self, accelerators=new)
+
     def with_block_fp8_moe(self, local_expert_s: Mapping[str, float]) -> CatalogArrays:
         """A copy whose accelerators named in ``local_expert_s`` take that block-scaled FP8 MoE
         time per expert held (an engine's kernel term; the others keep theirs)."""
-        acc = self.accelerators
-        column = acc.block_fp8_moe_local_expert_s.copy()
-        for a, value in local_expert_s.items():
-            if a in acc.ids:
-                column[acc.ids.index(a)] = value
-        new = dataclasses.replace(acc, block_fp8_moe_local_expert_s=column)
-        return dataclasses.replace(self, accelerators=new)
+        return self._with_column("block_fp8_moe_local_expert_s", local_expert_s)
+
+    def with_moe_w4a16_call(self, call_s: Mapping[str, float]) -> CatalogArrays:
+        """A copy whose accelerators named in ``call_s`` take that fixed time per MoE layer of
+        weight-only 4-bit experts (an engine's fitted term; the others keep theirs)."""
+        return self._with_column("moe_w4a16_call_s", call_s)
 
     def with_expert_prefill(self, time: Mapping[str, Mapping[str, float]]) -> CatalogArrays:
         """A copy whose accelerators named in ``time`` take those prefill-time multiples of their
@@ -669,6 +683,7 @@ def _accelerator_arrays(catalog: Catalog) -> AcceleratorArrays:
         prefill_first=col(lambda a: 0.0),
         kv_of_free_memory=col(lambda a: 0.0),
         block_fp8_moe_local_expert_s=col(lambda a: 0.0),
+        moe_w4a16_call_s=col(lambda a: 0.0),
         expert_prefill_time=np.ones((n, len(EXPERT_KINDS)), dtype=np.float64),
     )
 

@@ -9,7 +9,12 @@ multiplier to 0 (``PRIOR_SD``), so a multiplier the runs barely see stays near 1
 closed-loop benchmark's (``tpot_burst_s``) at the engine's documented scheduler (``SCHEDULERS``):
 under SGLang's prefill-first one a request's decode window holds half its wave's prefill. No
 per-model or per-row factor. ``layer_overhead`` is not fitted: the pooled value is 0, a
-multiplier cannot move it.
+multiplier cannot move it. Where an engine's runs serve weight-only 4-bit experts (gpt-oss-120b's
+MXFP4 on Hopper), one additive term is fitted beside the multipliers: ``moe_w4a16_call_us``, a
+fixed time per MoE layer and step (prior 0 +- ``W4A16_PRIOR_US``). The pooled fit charges those
+experts no call time and fits their streaming figure over every engine's runs; an engine whose
+W4A16 kernel has a higher floor carries the difference (TensorRT-LLM's Hopper MXFP4 MoE table
+times a one-token call at ~72-79 us at every expert-parallel width, vLLM's at ~40-61 us).
 
 Held-out split: a seeded quarter (``SEED``) of each engine's run series — a series is one
 (model, GPU, precision, layout, input and output length), all its concurrencies together — is
@@ -57,6 +62,7 @@ from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, relative_errors, with_factors
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.engines import (
+    W4A16_CALL,
     apply,
     block_fp8_moe_terms,
     expert_prefill_terms,
@@ -72,8 +78,16 @@ SEED = 20260
 HELD_OUT_FRACTION = 0.25
 PRIOR_SD = 0.1
 """Standard deviation of the prior on each log multiplier: a multiplier moves only as far as
-many rows agree (0.25 and 0.5 fit vLLM's and TensorRT-LLM's held-out rows worse)."""
+many rows agree. Measured on the reference runs' held-out quarters (``python -m
+fleet.perf.held_out_spread --seeds 12``, each run at its engine, 2026-11-25, with the W4A16 call
+term in): 0.25 reads 8.4% / 7.9% / 22.7% against 0.1's 8.7% / 8.3% / 24.1%, but fits vLLM's FP8
+compute fraction on Hopper to 0.85 of the peak (above any FP8 GEMM kernel's, multiplier 1.86)
+and pushes it to the peak on B300; 0.25 on the step and collective costs alone, 8.6% / 8.2% /
+24.1% (docs/calibration.md, "Engines")."""
 BOUNDS = (0.25, 4.0)
+W4A16_PRIOR_US = 50.0
+"""Prior on an engine's W4A16 call term (``W4A16_CALL``): 0 +- this many microseconds (the
+engines' W4A16 MoE kernels' one-token calls take 40-80 us on Hopper), bounded to 0-500 us."""
 NODE_GPUS = 8
 BLACKWELL = ("b200", "gb200", "b300", "gb300", "rtx-pro-6000-server")
 """Parts with every engine's kernel tables at ``kernel_engines.ENGINES``' versions (RTX PRO 6000
@@ -158,11 +172,24 @@ def compute_precisions(runs: MeasuredRuns, arrays: CatalogArrays, rows: np.ndarr
     return [PRECISIONS[p] for p in sorted(set(col.tolist()))]
 
 
+def weight_only_4bit_moe(runs: MeasuredRuns, arrays: CatalogArrays, rows: np.ndarray) -> bool:
+    """Whether any of the rows serves an MoE model with weight-only 4-bit experts."""
+    c = runs.configs
+    a = arrays.systems.accelerator[c.system[rows]]
+    wp = c.weight_precision[rows]
+    four = np.isin(wp, [PRECISIONS.index(p) for p in ("fp4", "int4")])
+    moe = arrays.models.moe_layers[c.model[rows]] > 0
+    return bool(np.any(arrays.accelerators.weight_only[a, wp] & four & moe))
+
+
 def parameter_names(runs: MeasuredRuns, arrays: CatalogArrays, rows: np.ndarray) -> list[str]:
     names = ["bandwidth"] + [f"flops.{p}" for p in compute_precisions(runs, arrays, rows)]
     if np.any((runs.configs.tp * runs.configs.dp)[rows] > 1):
         names += ["link", "collective_overhead"]
-    return [*names, "step_overhead"]
+    names.append("step_overhead")
+    if weight_only_4bit_moe(runs, arrays, rows):
+        names.append(W4A16_CALL)
+    return names
 
 
 def with_scheduler(
@@ -211,29 +238,36 @@ def fit_engine(
     arrays: CatalogArrays, runs: MeasuredRuns, rows: np.ndarray, engine: str
 ) -> dict[str, float]:
     """One engine's multipliers on the pooled factors, fitted on ``rows`` at the engine's
-    scheduler."""
+    scheduler; with them, where the rows serve weight-only 4-bit experts, its W4A16 call term
+    (``W4A16_CALL``, microseconds: additive, so fitted in units of its prior's width)."""
     names = parameter_names(runs, arrays, rows)
     arrays = with_scheduler(arrays, engine)
     configs = runs.configs.take(rows)
     tpot, tput = runs.tpot_s[rows], runs.tokens_per_s_per_gpu[rows]
+    additive = np.asarray([n == W4A16_CALL for n in names])
+
+    def values(x: np.ndarray) -> dict[str, float]:
+        v = np.where(additive, x * W4A16_PRIOR_US, np.exp(x))
+        return {n: float(f) for n, f in zip(names, v, strict=True)}
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        est = estimate(apply(arrays, HOPPER, dict(zip(names, np.exp(x), strict=True))), configs)
+        est = estimate(apply(arrays, HOPPER, values(x)), configs)
         return np.concatenate(
             [
                 np.log(est.tpot_burst_s / tpot),
                 np.log(est.tokens_per_s_per_device / tput),
-                x / PRIOR_SD,
+                np.where(additive, x, x / PRIOR_SD),
             ]
         )
 
-    lo, hi = math.log(BOUNDS[0]), math.log(BOUNDS[1])
+    lo = np.where(additive, 0.0, math.log(BOUNDS[0]))
+    hi = np.where(additive, 500.0 / W4A16_PRIOR_US, math.log(BOUNDS[1]))
     result = least_squares(
-        residuals, x0=np.zeros(len(names)), bounds=(lo, hi), loss="soft_l1", f_scale=0.2
+        residuals, x0=np.where(additive, 0.1, 0.0), bounds=(lo, hi), loss="soft_l1", f_scale=0.2
     )
     if not result.success:
         raise RuntimeError(f"engine fit did not converge: {result.message}")
-    return {n: float(v) for n, v in zip(names, np.exp(result.x), strict=True)}
+    return values(result.x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,6 +390,10 @@ def blackwell(
 
     out: dict[str, float] = {}
     for name, value in hopper.items():
+        if name == W4A16_CALL:
+            # fitted on Hopper's W4A16 MXFP4 runs; where 4-bit experts are weight-only on
+            # Blackwell (INT4) no run or kernel ratio moves it: left out (0)
+            continue
         if name == "step_overhead":
             out[name] = value
             continue
@@ -385,6 +423,12 @@ KERNEL_SOURCE = (
     "Hopper), aiconfigurator-core 0.12.0 kernel tables: python -m fleet.perf.engine_fit"
 )
 STEP_SOURCE = "the Hopper multiplier (serving software, no kernel measures it)"
+W4A16_SOURCE = (
+    "fitted end to end, additive (prior 0 +- 50 us, 0-500 us), on this engine's measured H100/H200 "
+    "serving runs (measured_calibration.csv) of MoE models with weight-only 4-bit experts "
+    "(gpt-oss-120b's MXFP4), seeded 3/4 of its run series, beside the multipliers: python -m "
+    "fleet.perf.engine_fit"
+)
 GRID_SOURCE = (
     "TensorRT-LLM 1.3.0rc20 MoE kernel table of {parts} (aiconfigurator-core 0.12.0, "
     "moe_perf.parquet): block-scaled FP8 rows of the gated kernels, balanced routing, calls of "
@@ -435,6 +479,8 @@ def _toml_factors(
             lines.append(f"{name} = {m[name]:.3g}")
     if grid_us is not None:
         lines.append(f"block_fp8_moe_local_expert_us = {grid_us:.3g}")
+    if W4A16_CALL in m:
+        lines.append(f"{W4A16_CALL} = {round(m[W4A16_CALL], 1):g}")
     flops = {k.split(".")[1]: v for k, v in m.items() if k.startswith("flops.")}
     if flops:
         cells = ", ".join(f"{p} = {v:.3g}" for p, v in flops.items())
@@ -463,6 +509,8 @@ def _toml_factors(
     }
     if grid_us is not None:
         lines.append(f'block_fp8_moe_local_expert_us = "{GRID_SOURCE.format(**where)}"')
+    if W4A16_CALL in m:
+        lines.append(f'{W4A16_CALL} = "{W4A16_SOURCE}"')
     if prefill:
         lines.append(f'expert_prefill_time = "{PREFILL_SOURCE.format(**where)}"')
     if forms:

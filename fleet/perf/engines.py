@@ -38,19 +38,25 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "collective_overhead": ("collective_overhead_s",),
 }
 """Multiplier -> the ``AcceleratorArrays`` factors it scales (``flops.<precision>``: below)."""
+W4A16_CALL = "moe_w4a16_call_us"
+"""Not a multiplier: the engine's fitted fixed time per MoE layer of weight-only 4-bit experts,
+microseconds, set (not scaled) on the entry's accelerators (``EngineFactors.moe_w4a16_call_us``)."""
 
 
 def flat(factors: EngineFactors) -> dict[str, float]:
     """The multipliers given, by name (``flops.<precision>`` per precision)."""
     out = {n: getattr(factors, n) for n in FIELDS if getattr(factors, n) is not None}
     out.update({f"flops.{p}": factors.flops.get(p) for p in PRECISIONS if factors.flops.get(p)})
+    if factors.moe_w4a16_call_us is not None:
+        out[W4A16_CALL] = factors.moe_w4a16_call_us
     return out
 
 
 def apply(
     arrays: CatalogArrays, accelerators: Sequence[str], multipliers: Mapping[str, float]
 ) -> CatalogArrays:
-    """``arrays`` with ``multipliers`` (names as ``flat``) applied to ``accelerators``."""
+    """``arrays`` with ``multipliers`` (names as ``flat``) applied to ``accelerators`` (the
+    W4A16 call term, ``W4A16_CALL``, set there)."""
     scale: dict[str, float | np.ndarray] = {}
     for name, value in multipliers.items():
         for field in FIELDS.get(name, ()):
@@ -59,7 +65,11 @@ def apply(
     if np.any(flops != 1.0):
         scale["flops_fraction_by_precision"] = flops
         scale["flops_fraction"] = float(flops[PRECISIONS.index("bf16")])
-    return arrays.scaled(tuple(accelerators), scale)
+    arrays = arrays.scaled(tuple(accelerators), scale)
+    if W4A16_CALL in multipliers:
+        call_s = multipliers[W4A16_CALL] * 1e-6
+        arrays = arrays.with_moe_w4a16_call({a: call_s for a in accelerators})
+    return arrays
 
 
 def engine_arrays(catalog: Catalog, arrays: CatalogArrays, engine_id: str) -> CatalogArrays:

@@ -420,9 +420,10 @@ def estimate(arrays: CatalogArrays, configs: Configs) -> Estimate:
     # each MoE layer's routed-expert call takes a fixed kernel time (routing, permutation, the
     # grouped GEMMs' launch and tail; measured; native 4-bit experts at their own kernel's), but
     # for weight-only 4-bit experts, whose streaming figure is fitted end to end on runs (or
-    # moved from that fit) and holds it
+    # moved from that fit) and holds it: they take only an engine's fitted W4A16 call term (0
+    # for the pooled default)
     call = np.where(_FOUR_BIT[wp], A.moe_fp4_call_s[a], A.moe_call_s[a])
-    kernel_fixed = np.where(A.weight_only[a, wp] & _FOUR_BIT[wp], 0.0, call)
+    kernel_fixed = np.where(A.weight_only[a, wp] & _FOUR_BIT[wp], A.moe_w4a16_call_s[a], call)
     overhead = overhead + kernel_fixed * M.moe_layers[m]
     # each DeepSeek Sparse Attention layer's attention module likewise (its kernels' fixed time,
     # the indexer and top-k included; measured, fleet.perf.kernel_dsa): every full-attention

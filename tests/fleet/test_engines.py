@@ -14,7 +14,14 @@ from fleet.catalog.load import DATA_DIR, Catalog
 from fleet.perf.arrays import CatalogArrays
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
 from fleet.perf.configs import make_configs
-from fleet.perf.engines import FIELDS, engine_arrays, engine_note, flat, with_serving_overhead
+from fleet.perf.engines import (
+    FIELDS,
+    W4A16_CALL,
+    engine_arrays,
+    engine_note,
+    flat,
+    with_serving_overhead,
+)
 from fleet.perf.model import estimate
 from fleet.perf.types import Configs
 
@@ -48,7 +55,7 @@ def test_every_multiplier_given_has_a_source(catalog: Catalog) -> None:
         for f in engine.factors:
             given = flat(f)
             names = {n.split(".")[0] for n in given}
-            assert names <= set(MULTIPLIERS)
+            assert names <= {*MULTIPLIERS, W4A16_CALL}
             assert all(f.sources.get(n) for n in names), (engine.id, f.accelerators)
             # the fit never measures a per-layer cost (the pooled one is 0)
             assert "layer_overhead" in f.not_measured()
@@ -93,6 +100,38 @@ def test_engines_move_the_estimates_where_measured(catalog: Catalog, arrays: Cat
         tpot = estimate(engine_arrays(catalog, arrays, engine_id), configs).tpot_s
         assert not np.allclose(tpot[:4], pooled[:4]), engine_id  # Hopper and B200: measured
         assert tpot[4] == pooled[4]  # MI300X: no measurements, multipliers 1
+
+
+def test_the_w4a16_call_term_charges_weight_only_4bit_experts_only(
+    catalog: Catalog, arrays: CatalogArrays
+) -> None:
+    """TensorRT-LLM's fitted W4A16 call lands on each MoE layer of a Hopper step of gpt-oss-120b
+    (MXFP4 experts, weight-only there) and nowhere else: not on FP8 experts, not on B200 (native
+    FP4), not in the pooled default."""
+    trt = catalog.engine("trtllm")
+    assert trt is not None
+    hopper = trt.factors_for("h200-sxm")
+    assert hopper is not None and hopper.moe_w4a16_call_us is not None
+    assert 5.0 < hopper.moe_w4a16_call_us < 200.0
+    assert "engine_fit" in hopper.sources[W4A16_CALL]
+    blackwell = trt.factors_for("b200")
+    assert blackwell is not None and blackwell.moe_w4a16_call_us is None
+    engine = engine_arrays(catalog, arrays, "trtllm")
+    without = engine.with_moe_w4a16_call({"h100-sxm": 0.0, "h200-sxm": 0.0})
+    configs = make_configs(
+        catalog,
+        model=["gpt-oss-120b", "qwen3-235b-a22b", "gpt-oss-120b"],
+        system=["hgx-h200-8", "hgx-h200-8", "hgx-b200-8"],
+        tp=[4, 4, 4],
+        precision=["fp4", "fp8", "fp4"],
+        batch=[8, 8, 8],
+    )
+    with_term, no_term = estimate(engine, configs), estimate(without, configs)
+    added = with_term.step_overhead_s - no_term.step_overhead_s
+    moe_layers = arrays.models.moe_layers[configs.model[0]]
+    assert added[0] == pytest.approx(moe_layers * hopper.moe_w4a16_call_us * 1e-6)
+    np.testing.assert_array_equal(added[1:], 0.0)
+    assert not np.any(arrays.accelerators.moe_w4a16_call_s)
 
 
 def test_the_serving_overhead_lands_on_the_ttft_floor_only(

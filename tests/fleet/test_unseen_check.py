@@ -93,21 +93,23 @@ def test_the_figures_hold_where_they_are(sample: Score) -> None:
     and SGLang's grouped GEMMs follow forms of their own (``EngineFactors.moe_compute``, same
     day, with the engine re-fit after it) 11.6% / 11.4% / 26.6% and 12.3% / 12.5% / 27.3%; since
     INT4 weight-only experts follow their measured compute form (``moe_compute.int4``, same day)
-    11.5% / 11.2% / 25.0% and 12.2% / 12.2% / 25.1%."""
-    assert _median(sample, "tpot") <= 0.115 + 0.01
-    assert _median(sample, "tput") <= 0.112 + 0.01
-    assert _median(sample, "ttft") <= 0.250 + 0.01
+    11.5% / 11.2% / 25.0% and 12.2% / 12.2% / 25.1%; since TensorRT-LLM's weight-only 4-bit
+    experts pay its fitted W4A16 call (``EngineFactors.moe_w4a16_call_us``, 2026-11-25, with the
+    engine re-fit) 11.0% / 10.9% / 25.1% and 12.0% / 12.1% / 25.4%."""
+    assert _median(sample, "tpot") <= 0.110 + 0.01
+    assert _median(sample, "tput") <= 0.109 + 0.01
+    assert _median(sample, "ttft") <= 0.251 + 0.01
     if sample.scored.seen.any():
-        assert _median(sample, "tpot", unseen_only=True) <= 0.122 + 0.01
-        assert _median(sample, "tput", unseen_only=True) <= 0.122 + 0.01
-        assert _median(sample, "ttft", unseen_only=True) <= 0.251 + 0.01
+        assert _median(sample, "tpot", unseen_only=True) <= 0.120 + 0.01
+        assert _median(sample, "tput", unseen_only=True) <= 0.121 + 0.01
+        assert _median(sample, "ttft", unseen_only=True) <= 0.254 + 0.01
 
 
 _SHORT = pytest.mark.xfail(
     strict=True,
-    reason="known gap: on the sample's 2,621 rows no fit reads the medians are 12.2% TPOT and "
-    "12.2% tokens/s per GPU against the 12% bars (11.5% / 11.2% with the 1,112 reference runs "
-    "in; docs/calibration.md, the unseen check)",
+    reason="known gap: on the sample's 2,621 rows no fit reads the median tokens/s per GPU error "
+    "is 12.1% against the 12% bar (10.9% with the 1,112 reference runs in; docs/calibration.md, "
+    "the unseen check)",
 )
 
 
@@ -115,12 +117,13 @@ _SHORT = pytest.mark.xfail(
 @needs_runs
 @pytest.mark.parametrize(
     "figure",
-    [pytest.param("tpot", marks=_SHORT), pytest.param("tput", marks=_SHORT), "ttft"],
+    ["tpot", pytest.param("tput", marks=_SHORT), "ttft"],
 )
 def test_unseen_medians_within_the_bars(sample: Score, figure: str) -> None:
     """Issue 9's bars on the runs no fit reads. TTFT meets its 30% since the routed experts'
     prefill compute follows the measured MoE form (29.6%; 30.6% before; 27.3% since vLLM's and
-    SGLang's own forms; 25.1% since INT4 weight-only experts' form)."""
+    SGLang's own forms; 25.1% since INT4 weight-only experts' form). TPOT meets its 12% since
+    TensorRT-LLM's W4A16 call term (11.99%, from 12.2%: at the bar, with no room)."""
     assert _median(sample, figure, unseen_only=True) <= BARS[figure]
 
 
@@ -129,9 +132,10 @@ def test_unseen_medians_within_the_bars(sample: Score, figure: str) -> None:
 def test_no_large_class_bias_on_unseen_runs(sample: Score, catalog: Catalog) -> None:
     """The class biases plans once carried as warnings stay gone: the MoE models' median signed
     TTFT error on the runs no fit reads (-24.6% over 2,328 runs before the MoE compute form,
-    -1.4% since, -6.3% since each engine's own MoE form, -3.5% since INT4 experts' form) and the
-    throughput of runs at 65 or more users (+18.1% over 539 runs before, +4.7% since, +7.2% since
-    the engines' forms) are within 10%."""
+    -1.4% since, -6.3% since each engine's own MoE form, -3.5% since INT4 experts' form, -4.2% since
+    TensorRT-LLM's W4A16 call term) and the throughput of runs at 65 or more users (+18.1% over
+    539 runs before, +4.7% since, +7.2% since the engines' forms, +7.8% since the W4A16 call
+    term) are within 10%."""
     s = sample.scored
     moe = np.asarray([catalog.models[m].moe is not None for m in s.model.tolist()]) & ~s.seen
     assert int(moe.sum()) > 2000
