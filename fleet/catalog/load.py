@@ -179,6 +179,12 @@ def _model_problem(model: Model) -> tuple[str, str] | None:
         return "moe.experts_per_token", "exceeds num_experts"
     if moe is not None and moe.dense_layers >= model.num_layers:
         return "moe.dense_layers", "must be less than num_layers"
+    if model.mtp_draft_tokens is not None and (
+        model.mtp_layers == 0 or model.mtp_acceptance is None
+    ):
+        return "mtp_draft_tokens", "set only with mtp_layers > 0 and an mtp_acceptance"
+    if model.mtp_acceptance is not None and "mtp_acceptance" not in model.sources:
+        return "sources.mtp_acceptance", "required when mtp_acceptance is set"
     if model.fp8_block_scaled and "fp8_block_scaled" not in model.sources:
         return "sources.fp8_block_scaled", "required when fp8_block_scaled is set"
     if moe is not None and moe.routing is not None and "moe_routing" not in model.sources:

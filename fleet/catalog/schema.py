@@ -560,8 +560,12 @@ class Model(Frozen, frozen=True, kw_only=True):
     """Multi-token-prediction modules shipped with the checkpoint (HF ``num_nextn_predict_layers``,
     MiniMax ``num_mtp_modules``): the model's own draft for speculative decoding."""
     mtp_acceptance: Annotated[float, Meta(ge=0, lt=1)] | None = None
-    """Published per-token acceptance of that MTP draft; the planner's grid offers MTP
-    speculative decoding (draft length ``mtp_layers``) only where it is set."""
+    """Published per-token acceptance of that MTP draft at ``mtp_draft`` draft tokens; the
+    planner's grid offers MTP speculative decoding only where it is set."""
+    mtp_draft_tokens: Annotated[int, Meta(ge=1, le=16)] | None = None
+    """Draft tokens per step at which ``mtp_acceptance`` was measured, where the serving
+    recipes chain the MTP layer(s) for more tokens than there are modules (SGLang's EAGLE over
+    one MTP layer, ``--speculative-num-steps``); None: one per MTP module (``mtp_layers``)."""
     fp8_block_scaled: bool = False
     """The model's FP8 checkpoint scales its weights per 128 x 128 block (DeepSeek-style
     ``quantization_config.weight_block_size``), so its FP8 experts run through the engines'
@@ -576,6 +580,13 @@ class Model(Frozen, frozen=True, kw_only=True):
     sources: dict[str, str]
     block_sparse_attention: BlockSparseAttention | None = None
     """Block-sparse attention with its own indexer on some GQA layers (MiniMax-M3)."""
+
+    @property
+    def mtp_draft(self) -> int:
+        """Draft tokens per step of the model's own MTP speculative decoding (0: no MTP)."""
+        if self.mtp_layers == 0:
+            return 0
+        return self.mtp_draft_tokens or self.mtp_layers
 
 
 ARCHITECTURE_FIELDS: frozenset[str] = frozenset(

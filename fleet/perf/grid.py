@@ -38,8 +38,8 @@ tp x dp devices of a stage):
   (``sram_pp_factors`` x the minimum), for each precision the part runs, at most one stage per
   layer.
 Speculative options: the caller's, plus for a model shipping MTP modules with a published
-acceptance (``Model.mtp_layers``, ``Model.mtp_acceptance``: DeepSeek-V3/R1) its own MTP draft,
-k = mtp_layers at that acceptance (``model_spec``), in ``evaluate_grid``.
+acceptance (``Model.mtp_layers``, ``Model.mtp_acceptance``: DeepSeek-V3/R1, GLM-5) its own MTP
+draft, k = ``Model.mtp_draft`` at that acceptance (``model_spec``), in ``evaluate_grid``.
 Minimum stage counts are taken over the precisions the part can run (``Accelerator.runs``):
 others produce no configuration, so their smaller weights must not size the pipeline.
 """
@@ -250,11 +250,12 @@ def grid_configs(
 def model_spec(
     catalog: Catalog, model_id: str, spec: Sequence[tuple[int, float]]
 ) -> tuple[tuple[int, float], ...]:
-    """``spec`` plus the model's own MTP draft (k = its MTP modules, published acceptance)."""
+    """``spec`` plus the model's own MTP draft (k = the draft tokens its published acceptance
+    was measured at, ``Model.mtp_draft``)."""
     model = catalog.model(model_id)
     out = tuple(spec)
-    if model.mtp_layers > 0 and model.mtp_acceptance is not None:
-        mtp = (model.mtp_layers, model.mtp_acceptance)
+    if model.mtp_draft > 0 and model.mtp_acceptance is not None:
+        mtp = (model.mtp_draft, model.mtp_acceptance)
         if mtp not in out:
             out = (*out, mtp)
     return out

@@ -284,7 +284,7 @@ def parse_row(catalog: Catalog, row: Mapping[str, str], line: int) -> Run | str:
         logged_lengths=(isl, osl),
     )
     draft = mtp_draft(row, deployment)
-    if draft and (model.mtp_acceptance is None or draft > model.mtp_layers):
+    if draft and (model.mtp_acceptance is None or draft != model.mtp_draft):
         return (
             f"MTP draft of {draft} tokens: the run is its benchmark's MTP recipe (its image says "
             f"so, fleet.perf.serving_recipes), and no acceptance is published for {model.id} "

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
-from fleet.catalog import Catalog
+import numpy as np
+import pytest
+
+from fleet.catalog import Catalog, CatalogError, load_catalog
+from fleet.catalog.load import DATA_DIR
 from fleet.perf.frontier import (
     DEFAULT_BATCHES,
     frontier_size,
@@ -50,3 +54,27 @@ def test_frontier_size_counts_what_the_frontier_builds(catalog: Catalog) -> None
     assert without * len(options) == size * len(spec)
     disagg = frontier_size(catalog, "deepseek-r1", "hgx-h200-8", spec=spec, disaggregated=True)
     assert disagg > size
+
+
+def test_an_mtp_layer_chained_drafts_at_its_measured_length(catalog: Catalog) -> None:
+    """GLM-5 ships one MTP layer, which SGLang chains as a 3-step EAGLE draft; its published
+    acceptance was measured at that length, so the grid drafts 3 tokens with it (DeepSeek-R1's
+    one MTP module drafts 1)."""
+    glm = catalog.model("glm-5")
+    assert glm.mtp_layers == 1 and glm.mtp_draft == 3
+    assert glm.mtp_acceptance is not None and "accept length" in glm.sources["mtp_acceptance"]
+    # 1 + a + a^2 + a^3: the measured accept length, 3.48 tokens per verify step
+    a = glm.mtp_acceptance
+    assert 1 + a + a**2 + a**3 == pytest.approx(3.48, abs=0.01)
+    assert model_spec(catalog, "glm-5", ((0, 0.0),)) == ((0, 0.0), (3, a))
+    r1 = catalog.model("deepseek-r1")
+    assert model_spec(catalog, "deepseek-r1", ()) == ((1, r1.mtp_acceptance),)
+
+
+def test_a_draft_length_needs_an_acceptance(tmp_path: Path) -> None:
+    for name in ("accelerators.toml", "systems.toml", "engines.toml"):
+        (tmp_path / name).write_bytes((DATA_DIR / name).read_bytes())
+    text = (DATA_DIR / "models.toml").read_text()
+    (tmp_path / "models.toml").write_text(text.replace("mtp_acceptance = 0.908\n", "", 1))
+    with pytest.raises(CatalogError, match=r"mtp_draft_tokens"):
+        load_catalog(tmp_path)
