@@ -87,7 +87,9 @@ and pushes it to the peak on B300; 0.25 on the step and collective costs alone, 
 BOUNDS = (0.25, 4.0)
 W4A16_PRIOR_US = 50.0
 """Prior on an engine's W4A16 call term (``W4A16_CALL``): 0 +- this many microseconds (the
-engines' W4A16 MoE kernels' one-token calls take 40-80 us on Hopper), bounded to 0-500 us."""
+engines' W4A16 MoE kernels' one-token calls take 40-80 us on Hopper)."""
+W4A16_MAX_US = 500.0
+"""Upper bound of that term (the catalog's limit on ``EngineFactors.moe_w4a16_call_us``)."""
 NODE_GPUS = 8
 BLACKWELL = ("b200", "gb200", "b300", "gb300", "rtx-pro-6000-server")
 """Parts with every engine's kernel tables at ``kernel_engines.ENGINES``' versions (RTX PRO 6000
@@ -261,7 +263,7 @@ def fit_engine(
         )
 
     lo = np.where(additive, 0.0, math.log(BOUNDS[0]))
-    hi = np.where(additive, 500.0 / W4A16_PRIOR_US, math.log(BOUNDS[1]))
+    hi = np.where(additive, W4A16_MAX_US / W4A16_PRIOR_US, math.log(BOUNDS[1]))
     result = least_squares(
         residuals, x0=np.where(additive, 0.1, 0.0), bounds=(lo, hi), loss="soft_l1", f_scale=0.2
     )
@@ -424,8 +426,9 @@ KERNEL_SOURCE = (
 )
 STEP_SOURCE = "the Hopper multiplier (serving software, no kernel measures it)"
 W4A16_SOURCE = (
-    "fitted end to end, additive (prior 0 +- 50 us, 0-500 us), on this engine's measured H100/H200 "
-    "serving runs (measured_calibration.csv) of MoE models with weight-only 4-bit experts "
+    f"fitted end to end, additive (prior 0 +- {W4A16_PRIOR_US:g} us, 0-{W4A16_MAX_US:g} us), on "
+    "this engine's measured H100/H200 serving runs (measured_calibration.csv) of MoE models "
+    "with weight-only 4-bit experts "
     "(gpt-oss-120b's MXFP4), seeded 3/4 of its run series, beside the multipliers: python -m "
     "fleet.perf.engine_fit"
 )
