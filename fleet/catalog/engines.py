@@ -76,6 +76,8 @@ MoeForm = tuple[float, float, float]
 """One routed-expert compute form's three figures: (FLOP fraction or ratio,
 half_rate_pairs_per_expert, half_rate_width)."""
 PrefillTime = Annotated[float, Meta(ge=0.1, le=20.0)]
+W4A16_CALL_MAX_US = 500.0
+"""Upper bound of ``EngineFactors.moe_w4a16_call_us`` (and of its fit)."""
 
 
 class ExpertPrefillTime(Frozen, frozen=True, kw_only=True):
@@ -108,7 +110,7 @@ class EngineFactors(Frozen, frozen=True, kw_only=True):
     the rank, per MoE layer and forward pass, in microseconds, measured on its kernel tables
     (``fleet.perf.kernel_moe_grid``); charged on models whose FP8 experts are block-scaled
     (``Model.fp8_block_scaled``). None: the engine's kernel shows no such term (0)."""
-    moe_w4a16_call_us: Annotated[float, Meta(ge=0.0, le=500.0)] | None = None
+    moe_w4a16_call_us: Annotated[float, Meta(ge=0.0, le=W4A16_CALL_MAX_US)] | None = None
     """Not a multiplier: a fixed time, in microseconds, of every MoE layer's routed-expert call
     in each forward pass when the experts are weight-only 4-bit (W4A16: MXFP4 or INT4 on parts
     without 4-bit tensor cores), fitted end to end on this engine's runs

@@ -56,8 +56,8 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from fleet.catalog import PRECISIONS, Catalog, load_catalog
-from fleet.catalog.engines import MoeForm
+from fleet.catalog import FOUR_BIT, PRECISIONS, Catalog, load_catalog
+from fleet.catalog.engines import W4A16_CALL_MAX_US, MoeForm
 from fleet.perf.arrays import CatalogArrays, build_arrays
 from fleet.perf.calibrate import HOPPER, REPO_ROOT, errors, fit, relative_errors, with_factors
 from fleet.perf.closed_loop import REQUEST_OVERHEAD_S
@@ -88,8 +88,6 @@ BOUNDS = (0.25, 4.0)
 W4A16_PRIOR_US = 50.0
 """Prior on an engine's W4A16 call term (``W4A16_CALL``): 0 +- this many microseconds (the
 engines' W4A16 MoE kernels' one-token calls take 40-80 us on Hopper)."""
-W4A16_MAX_US = 500.0
-"""Upper bound of that term (the catalog's limit on ``EngineFactors.moe_w4a16_call_us``)."""
 NODE_GPUS = 8
 BLACKWELL = ("b200", "gb200", "b300", "gb300", "rtx-pro-6000-server")
 """Parts with every engine's kernel tables at ``kernel_engines.ENGINES``' versions (RTX PRO 6000
@@ -179,7 +177,7 @@ def weight_only_4bit_moe(runs: MeasuredRuns, arrays: CatalogArrays, rows: np.nda
     c = runs.configs
     a = arrays.systems.accelerator[c.system[rows]]
     wp = c.weight_precision[rows]
-    four = np.isin(wp, [PRECISIONS.index(p) for p in ("fp4", "int4")])
+    four = np.isin(wp, [PRECISIONS.index(p) for p in FOUR_BIT])
     moe = arrays.models.moe_layers[c.model[rows]] > 0
     return bool(np.any(arrays.accelerators.weight_only[a, wp] & four & moe))
 
@@ -263,7 +261,7 @@ def fit_engine(
         )
 
     lo = np.where(additive, 0.0, math.log(BOUNDS[0]))
-    hi = np.where(additive, W4A16_MAX_US / W4A16_PRIOR_US, math.log(BOUNDS[1]))
+    hi = np.where(additive, W4A16_CALL_MAX_US / W4A16_PRIOR_US, math.log(BOUNDS[1]))
     result = least_squares(
         residuals, x0=np.where(additive, 0.1, 0.0), bounds=(lo, hi), loss="soft_l1", f_scale=0.2
     )
@@ -426,9 +424,9 @@ KERNEL_SOURCE = (
 )
 STEP_SOURCE = "the Hopper multiplier (serving software, no kernel measures it)"
 W4A16_SOURCE = (
-    f"fitted end to end, additive (prior 0 +- {W4A16_PRIOR_US:g} us, 0-{W4A16_MAX_US:g} us), on "
-    "this engine's measured H100/H200 serving runs (measured_calibration.csv) of MoE models "
-    "with weight-only 4-bit experts "
+    f"fitted end to end, additive (prior 0 +- {W4A16_PRIOR_US:g} us, "
+    f"0-{W4A16_CALL_MAX_US:g} us), on this engine's measured H100/H200 serving runs "
+    "(measured_calibration.csv) of MoE models with weight-only 4-bit experts "
     "(gpt-oss-120b's MXFP4), seeded 3/4 of its run series, beside the multipliers: python -m "
     "fleet.perf.engine_fit"
 )
